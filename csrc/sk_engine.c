@@ -1,0 +1,682 @@
+/* clustersim event kernel.  See sk_engine.h for the model and the API. */
+#include "sk_engine.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    double t;
+    int32_t kind;
+    int64_t seq;
+    int64_t job;
+    int64_t version;
+} sk_event;
+
+struct sk_engine {
+    /* cluster */
+    int32_t n_nodes;
+    int32_t *node_cap;
+    int32_t *node_used;
+    int64_t total_gpus;
+    int64_t used_gpus;
+    int64_t *scratch;          /* n_nodes, capacity checks in apply */
+    /* jobs (static) */
+    int64_t n_jobs;
+    double *arrival;
+    double *work;
+    double *restart_delay;
+    int64_t *arrival_order;    /* job ids sorted by (arrival, id) */
+    int64_t next_arrival;      /* index into arrival_order */
+    /* jobs (dynamic) */
+    int32_t *state;
+    int32_t *ngpu;
+    double *remaining;
+    double *rate;
+    double *resume_at;         /* progress starts here (restart delay) */
+    double *last_update;
+    double *queued_since;
+    double *first_start;
+    double *finish;
+    double *gpu_seconds;
+    double *run_seconds;
+    int64_t *restarts;
+    int64_t *version;
+    int64_t *stamp;            /* duplicate detection in apply */
+    int8_t *moved;             /* apply: placement released, about to change */
+    int64_t *active;           /* ids of arrived, unfinished jobs, increasing */
+    int64_t n_active;
+    int64_t apply_count;
+    int32_t **pl;              /* per job: node, count pairs */
+    int32_t *pl_len;           /* entries (pairs) */
+    int32_t *pl_capacity;
+    /* time and events */
+    double now;
+    double start_time;
+    double round_period;
+    int64_t round_index;
+    int32_t decide_on;
+    sk_event *heap;
+    int64_t heap_len;
+    int64_t heap_cap;
+    int64_t seq;
+    /* counters */
+    int64_t n_queued, n_running, n_done;
+    double busy_gpu_seconds;
+    char message[256];
+};
+
+static int fail(sk_engine *e, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *sk_engine_message(const sk_engine *e) { return e ? e->message : "no engine"; }
+
+/* ---------------------------------------------------------------- heap */
+
+static int ev_less(const sk_event *a, const sk_event *b) {
+    if (a->t != b->t) return a->t < b->t;
+    if (a->kind != b->kind) return a->kind < b->kind;
+    return a->seq < b->seq;
+}
+
+static int heap_push(sk_engine *e, double t, int32_t kind, int64_t job, int64_t version) {
+    if (e->heap_len == e->heap_cap) {
+        int64_t cap = e->heap_cap ? 2 * e->heap_cap : 64;
+        sk_event *h = realloc(e->heap, (size_t)cap * sizeof *h);
+        if (!h) return fail(e, SK_ENOMEM, "event heap: out of memory");
+        e->heap = h;
+        e->heap_cap = cap;
+    }
+    sk_event ev = {t, kind, e->seq++, job, version};
+    int64_t i = e->heap_len++;
+    while (i > 0) {
+        int64_t p = (i - 1) / 2;
+        if (!ev_less(&ev, &e->heap[p])) break;
+        e->heap[i] = e->heap[p];
+        i = p;
+    }
+    e->heap[i] = ev;
+    return SK_OK;
+}
+
+static sk_event heap_pop(sk_engine *e) {
+    sk_event top = e->heap[0];
+    sk_event last = e->heap[--e->heap_len];
+    int64_t i = 0, n = e->heap_len;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && ev_less(&e->heap[c + 1], &e->heap[c])) c++;
+        if (!ev_less(&e->heap[c], &last)) break;
+        e->heap[i] = e->heap[c];
+        i = c;
+    }
+    if (n > 0) e->heap[i] = last;
+    return top;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+/* Stable bottom-up merge sort of job ids by arrival time (ties by id, since the
+ * ids start in increasing order).  No global state, so engines are thread-safe. */
+static int sort_by_arrival(int64_t *ids, int64_t n, const double *key) {
+    int64_t *tmp = malloc((size_t)n * sizeof *tmp);
+    if (!tmp) return SK_ENOMEM;
+    int64_t *src = ids, *dst = tmp;
+    for (int64_t width = 1; width < n; width *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n;
+            int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int64_t a = lo, b = mid, o = lo;
+            while (a < mid && b < hi) dst[o++] = key[src[b]] < key[src[a]] ? src[b++] : src[a++];
+            while (a < mid) dst[o++] = src[a++];
+            while (b < hi) dst[o++] = src[b++];
+        }
+        int64_t *t = src; src = dst; dst = t;
+    }
+    if (src != ids) memcpy(ids, src, (size_t)n * sizeof *ids);
+    free(tmp);
+    return SK_OK;
+}
+
+void sk_engine_free(sk_engine *e) {
+    if (!e) return;
+    if (e->pl) {
+        for (int64_t j = 0; j < e->n_jobs; j++) free(e->pl[j]);
+    }
+    free(e->pl); free(e->pl_len); free(e->pl_capacity);
+    free(e->node_cap); free(e->node_used); free(e->scratch);
+    free(e->arrival); free(e->work); free(e->restart_delay); free(e->arrival_order);
+    free(e->state); free(e->ngpu); free(e->remaining); free(e->rate);
+    free(e->resume_at); free(e->last_update); free(e->queued_since);
+    free(e->first_start); free(e->finish); free(e->gpu_seconds); free(e->run_seconds);
+    free(e->restarts); free(e->version); free(e->stamp); free(e->moved); free(e->active); free(e->heap);
+    free(e);
+}
+
+static double first_round_at_or_after(const sk_engine *e, double t, int64_t *k_out) {
+    int64_t k = 0;
+    if (t > e->start_time) k = (int64_t)floor((t - e->start_time) / e->round_period);
+    while (e->start_time + (double)k * e->round_period < t) k++;
+    *k_out = k;
+    return e->start_time + (double)k * e->round_period;
+}
+
+int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
+                  int64_t n_jobs, const double *arrival, const double *work,
+                  const double *restart_delay, double round_period,
+                  double start_time, int32_t decide_on) {
+    if (!out) return SK_EINVAL;
+    *out = NULL;
+    sk_engine *e = calloc(1, sizeof *e);
+    if (!e) return SK_ENOMEM;
+    *out = e;  /* caller frees even on error, so that the message is readable */
+    if (n_nodes <= 0 || !node_gpus) return fail(e, SK_EINVAL, "cluster has no nodes");
+    if (n_jobs < 0 || (n_jobs > 0 && (!arrival || !work || !restart_delay)))
+        return fail(e, SK_EINVAL, "job arrays missing");
+    if (!(round_period >= 0.0) || !isfinite(round_period))
+        return fail(e, SK_EINVAL, "round period must be finite and >= 0, got %g", round_period);
+    if (!isfinite(start_time)) return fail(e, SK_EINVAL, "start time must be finite");
+    e->n_nodes = n_nodes;
+    e->n_jobs = n_jobs;
+    e->round_period = round_period;
+    e->start_time = start_time;
+    e->now = start_time;
+    e->decide_on = decide_on & (SK_WHY_ARRIVAL | SK_WHY_COMPLETION);
+    size_t nn = (size_t)n_nodes, nj = (size_t)(n_jobs > 0 ? n_jobs : 1);
+    e->node_cap = malloc(nn * sizeof(int32_t));
+    e->node_used = calloc(nn, sizeof(int32_t));
+    e->scratch = calloc(nn, sizeof(int64_t));
+    e->arrival = malloc(nj * sizeof(double));
+    e->work = malloc(nj * sizeof(double));
+    e->restart_delay = malloc(nj * sizeof(double));
+    e->arrival_order = malloc(nj * sizeof(int64_t));
+    e->state = calloc(nj, sizeof(int32_t));
+    e->ngpu = calloc(nj, sizeof(int32_t));
+    e->remaining = malloc(nj * sizeof(double));
+    e->rate = calloc(nj, sizeof(double));
+    e->resume_at = calloc(nj, sizeof(double));
+    e->last_update = calloc(nj, sizeof(double));
+    e->queued_since = malloc(nj * sizeof(double));
+    e->first_start = malloc(nj * sizeof(double));
+    e->finish = malloc(nj * sizeof(double));
+    e->gpu_seconds = calloc(nj, sizeof(double));
+    e->run_seconds = calloc(nj, sizeof(double));
+    e->restarts = calloc(nj, sizeof(int64_t));
+    e->version = calloc(nj, sizeof(int64_t));
+    e->stamp = calloc(nj, sizeof(int64_t));
+    e->moved = calloc(nj, sizeof(int8_t));
+    e->active = malloc(nj * sizeof(int64_t));
+    e->pl = calloc(nj, sizeof(int32_t *));
+    e->pl_len = calloc(nj, sizeof(int32_t));
+    e->pl_capacity = calloc(nj, sizeof(int32_t));
+    if (!e->node_cap || !e->node_used || !e->scratch || !e->arrival || !e->work ||
+        !e->restart_delay || !e->arrival_order || !e->state || !e->ngpu ||
+        !e->remaining || !e->rate || !e->resume_at || !e->last_update ||
+        !e->queued_since || !e->first_start || !e->finish || !e->gpu_seconds ||
+        !e->run_seconds || !e->restarts || !e->version || !e->stamp || !e->moved || !e->active || !e->pl ||
+        !e->pl_len || !e->pl_capacity)
+        return fail(e, SK_ENOMEM, "out of memory for %lld jobs", (long long)n_jobs);
+    for (int32_t n = 0; n < n_nodes; n++) {
+        if (node_gpus[n] < 0) return fail(e, SK_EINVAL, "node %d has %d GPUs", n, node_gpus[n]);
+        e->node_cap[n] = node_gpus[n];
+        e->total_gpus += node_gpus[n];
+    }
+    for (int64_t j = 0; j < n_jobs; j++) {
+        if (!isfinite(arrival[j]) || arrival[j] < start_time)
+            return fail(e, SK_EINVAL, "job %lld: arrival %g is not finite or before the start %g",
+                        (long long)j, arrival[j], start_time);
+        if (!(work[j] > 0.0) || !isfinite(work[j]))
+            return fail(e, SK_EINVAL, "job %lld: work %g must be finite and > 0", (long long)j, work[j]);
+        if (!(restart_delay[j] >= 0.0) || !isfinite(restart_delay[j]))
+            return fail(e, SK_EINVAL, "job %lld: restart delay %g must be finite and >= 0",
+                        (long long)j, restart_delay[j]);
+        e->arrival[j] = arrival[j];
+        e->work[j] = work[j];
+        e->remaining[j] = work[j];
+        e->restart_delay[j] = restart_delay[j];
+        e->first_start[j] = NAN;
+        e->finish[j] = NAN;
+        e->queued_since[j] = NAN;
+        e->arrival_order[j] = j;
+        e->stamp[j] = -1;
+    }
+    if (n_jobs > 1 && sort_by_arrival(e->arrival_order, n_jobs, e->arrival) < 0)
+        return fail(e, SK_ENOMEM, "out of memory sorting arrivals");
+    if (round_period > 0.0 && n_jobs > 0) {
+        double t = first_round_at_or_after(e, e->arrival[e->arrival_order[0]], &e->round_index);
+        int rc = heap_push(e, t, SK_EV_ROUND, -1, 0);
+        if (rc < 0) return rc;
+    }
+    return SK_OK;
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+static void accrue(sk_engine *e, int64_t j, double t) {
+    if (e->state[j] == SK_JOB_RUNNING) {
+        double dt = t - e->last_update[j];
+        e->gpu_seconds[j] += (double)e->ngpu[j] * dt;
+        e->run_seconds[j] += dt;
+        double begin = e->last_update[j] > e->resume_at[j] ? e->last_update[j] : e->resume_at[j];
+        if (t > begin) e->remaining[j] -= e->rate[j] * (t - begin);
+    }
+    e->last_update[j] = t;
+}
+
+static void release(sk_engine *e, int64_t j) {
+    const int32_t *p = e->pl[j];
+    for (int32_t k = 0; k < e->pl_len[j]; k++) {
+        e->node_used[p[2 * k]] -= p[2 * k + 1];
+        e->used_gpus -= p[2 * k + 1];
+    }
+    e->pl_len[j] = 0;
+    e->ngpu[j] = 0;
+}
+
+static void advance(sk_engine *e, double t) {
+    if (t > e->now) {
+        e->busy_gpu_seconds += (double)e->used_gpus * (t - e->now);
+        e->now = t;
+    }
+}
+
+/* First position in the sorted active list whose id is >= j. */
+static int64_t active_lower_bound(const sk_engine *e, int64_t j) {
+    int64_t lo = 0, hi = e->n_active;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (e->active[mid] < j) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+static void active_insert(sk_engine *e, int64_t j) {
+    int64_t pos = e->n_active;          /* arrivals mostly come in id order */
+    if (pos > 0 && e->active[pos - 1] > j) pos = active_lower_bound(e, j);
+    memmove(e->active + pos + 1, e->active + pos, (size_t)(e->n_active - pos) * sizeof(int64_t));
+    e->active[pos] = j;
+    e->n_active++;
+}
+
+static void active_remove(sk_engine *e, int64_t j) {
+    int64_t pos = active_lower_bound(e, j);
+    memmove(e->active + pos, e->active + pos + 1, (size_t)(e->n_active - pos - 1) * sizeof(int64_t));
+    e->n_active--;
+}
+
+static int complete(sk_engine *e, int64_t j, sk_batch *b) {
+    if (e->state[j] != SK_JOB_RUNNING)
+        return fail(e, SK_ESTATE, "job %lld completes but is not running (state %d)",
+                    (long long)j, e->state[j]);
+    accrue(e, j, e->now);
+    e->remaining[j] = 0.0;
+    e->finish[j] = e->now;
+    e->state[j] = SK_JOB_DONE;
+    release(e, j);
+    e->rate[j] = 0.0;
+    e->version[j]++;
+    e->n_running--;
+    e->n_done++;
+    active_remove(e, j);
+    b->completed[b->n_completed++] = j;
+    return SK_OK;
+}
+
+static void arrive(sk_engine *e, int64_t j, sk_batch *b) {
+    e->state[j] = SK_JOB_QUEUED;
+    e->last_update[j] = e->now;
+    e->queued_since[j] = e->now;
+    e->n_queued++;
+    active_insert(e, j);
+    b->arrived[b->n_arrived++] = j;
+}
+
+static int schedule_next_round(sk_engine *e) {
+    if (e->n_done == e->n_jobs) return SK_OK;
+    int64_t k = e->round_index + 1;
+    double t = e->start_time + (double)k * e->round_period;
+    if (e->n_queued + e->n_running == 0 && e->next_arrival < e->n_jobs) {
+        int64_t k2;
+        double ta = first_round_at_or_after(e, e->arrival[e->arrival_order[e->next_arrival]], &k2);
+        if (k2 > k) { k = k2; t = ta; }
+    }
+    e->round_index = k;
+    return heap_push(e, t, SK_EV_ROUND, -1, 0);
+}
+
+/* ---------------------------------------------------------------- step */
+
+int sk_engine_step(sk_engine *e, sk_batch *b) {
+    if (!e || !b || (e->n_jobs > 0 && (!b->arrived || !b->completed))) return SK_EINVAL;
+    b->n_arrived = 0;
+    b->n_completed = 0;
+    b->reasons = 0;
+    for (;;) {
+        int have_arrival = e->next_arrival < e->n_jobs;
+        double ta = have_arrival ? e->arrival[e->arrival_order[e->next_arrival]] : INFINITY;
+        int use_heap = 0;
+        if (e->heap_len > 0) {
+            const sk_event *top = &e->heap[0];
+            use_heap = !have_arrival || top->t < ta ||
+                       (top->t == ta && top->kind < SK_EV_ARRIVAL);
+        }
+        if (!use_heap && !have_arrival) {
+            b->now = e->now;
+            if (e->n_done == e->n_jobs) return SK_DONE;
+            if (b->reasons) return SK_DECISION;
+            return fail(e, SK_ESTALL,
+                        "stalled at t=%.17g: %lld jobs queued, %lld running and nothing left "
+                        "that can happen (no arrival, completion, round or timer)",
+                        e->now, (long long)e->n_queued, (long long)e->n_running);
+        }
+        double t = use_heap ? e->heap[0].t : ta;
+        if (b->reasons && t > e->now) {
+            b->now = e->now;
+            return SK_DECISION;
+        }
+        advance(e, t);
+        if (!use_heap) {
+            arrive(e, e->arrival_order[e->next_arrival++], b);
+            b->reasons |= e->decide_on & SK_WHY_ARRIVAL;
+            continue;
+        }
+        sk_event ev = heap_pop(e);
+        int rc = SK_OK;
+        switch (ev.kind) {
+        case SK_EV_COMPLETION:
+            if (ev.version != e->version[ev.job] || e->state[ev.job] != SK_JOB_RUNNING) break;
+            rc = complete(e, ev.job, b);
+            b->reasons |= e->decide_on & SK_WHY_COMPLETION;
+            break;
+        case SK_EV_ROUND:
+            if (e->n_queued + e->n_running > 0) b->reasons |= SK_WHY_ROUND;
+            rc = schedule_next_round(e);
+            break;
+        case SK_EV_TIMER:
+            if (e->n_done < e->n_jobs) b->reasons |= SK_WHY_TIMER;
+            break;
+        default:
+            rc = fail(e, SK_ESTATE, "unknown event kind %d", ev.kind);
+        }
+        if (rc < 0) return rc;
+        if (e->n_done == e->n_jobs) {
+            b->now = e->now;
+            return SK_DONE;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- apply */
+
+static int store_placement(sk_engine *e, int64_t j, const int32_t *nodes,
+                           const int32_t *counts, int64_t len) {
+    if (len > e->pl_capacity[j]) {
+        int32_t *p = realloc(e->pl[j], (size_t)len * 2 * sizeof(int32_t));
+        if (!p) return fail(e, SK_ENOMEM, "placement of job %lld: out of memory", (long long)j);
+        e->pl[j] = p;
+        e->pl_capacity[j] = (int32_t)len;
+    }
+    int32_t total = 0;
+    for (int64_t k = 0; k < len; k++) {
+        e->pl[j][2 * k] = nodes[k];
+        e->pl[j][2 * k + 1] = counts[k];
+        e->node_used[nodes[k]] += counts[k];
+        total += counts[k];
+    }
+    e->pl_len[j] = (int32_t)len;
+    e->ngpu[j] = total;
+    e->used_gpus += total;
+    return SK_OK;
+}
+
+static int same_placement(const sk_engine *e, int64_t j, const int32_t *nodes,
+                          const int32_t *counts, int64_t len) {
+    if (e->pl_len[j] != len) return 0;
+    for (int64_t k = 0; k < len; k++)
+        if (e->pl[j][2 * k] != nodes[k] || e->pl[j][2 * k + 1] != counts[k]) return 0;
+    return 1;
+}
+
+static int validate_apply(sk_engine *e, int64_t n, const int64_t *ids, const int64_t *indptr,
+                          const int32_t *nodes, const int32_t *counts, const double *rates) {
+    e->apply_count++;
+    if (indptr[0] != 0) return fail(e, SK_EINVAL, "indptr[0] must be 0");
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = ids[i];
+        if (j < 0 || j >= e->n_jobs) return fail(e, SK_EINVAL, "job id %lld out of range", (long long)j);
+        if (e->stamp[j] == e->apply_count)
+            return fail(e, SK_EINVAL, "job %lld listed twice", (long long)j);
+        e->stamp[j] = e->apply_count;
+        if (e->state[j] == SK_JOB_FUTURE)
+            return fail(e, SK_ESTATE, "job %lld allocated at t=%.17g before its arrival %.17g",
+                        (long long)j, e->now, e->arrival[j]);
+        if (e->state[j] == SK_JOB_DONE)
+            return fail(e, SK_ESTATE, "job %lld allocated after it finished", (long long)j);
+        if (indptr[i + 1] < indptr[i])
+            return fail(e, SK_EINVAL, "indptr decreases at job %lld", (long long)j);
+        for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) {
+            if (nodes[k] < 0 || nodes[k] >= e->n_nodes)
+                return fail(e, SK_EINVAL, "job %lld: node %d out of range", (long long)j, nodes[k]);
+            if (counts[k] <= 0)
+                return fail(e, SK_EINVAL, "job %lld: GPU count %d on node %d", (long long)j,
+                            counts[k], nodes[k]);
+            if (k > indptr[i] && nodes[k] <= nodes[k - 1])
+                return fail(e, SK_EINVAL, "job %lld: nodes not strictly increasing", (long long)j);
+        }
+        if (indptr[i + 1] > indptr[i] && !(rates[i] > 0.0 && isfinite(rates[i])))
+            return fail(e, SK_EINVAL, "job %lld: rate %g must be finite and > 0",
+                        (long long)j, rates[i]);
+    }
+    /* capacity: new use = used - old placements + new placements */
+    int64_t *delta = e->scratch;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = ids[i];
+        for (int32_t k = 0; k < e->pl_len[j]; k++) delta[e->pl[j][2 * k]] -= e->pl[j][2 * k + 1];
+        for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) delta[nodes[k]] += counts[k];
+    }
+    int rc = SK_OK;
+    for (int64_t i = 0; i < n && rc == SK_OK; i++) {
+        for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) {
+            int32_t node = nodes[k];
+            if ((int64_t)e->node_used[node] + delta[node] > e->node_cap[node]) {
+                rc = fail(e, SK_ECAPACITY,
+                          "node %d would hold %lld GPUs of %d (job %lld at t=%.17g)", node,
+                          (long long)(e->node_used[node] + delta[node]), e->node_cap[node],
+                          (long long)ids[i], e->now);
+                break;
+            }
+        }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = ids[i];
+        for (int32_t k = 0; k < e->pl_len[j]; k++) delta[e->pl[j][2 * k]] = 0;
+        for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) delta[nodes[k]] = 0;
+    }
+    return rc;
+}
+
+static int push_completion(sk_engine *e, int64_t j, double rate) {
+    e->rate[j] = rate;
+    e->version[j]++;
+    double begin = e->resume_at[j] > e->now ? e->resume_at[j] : e->now;
+    double rem = e->remaining[j] > 0.0 ? e->remaining[j] : 0.0;
+    return heap_push(e, begin + rem / rate, SK_EV_COMPLETION, j, e->version[j]);
+}
+
+/* Phase 1 of apply: release the GPUs of running jobs whose placement changes. */
+static void release_changed(sk_engine *e, int64_t n, const int64_t *ids, const int64_t *indptr,
+                            const int32_t *nodes, const int32_t *counts) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = ids[i];
+        int64_t len = indptr[i + 1] - indptr[i];
+        if (e->state[j] != SK_JOB_RUNNING) continue;
+        if (len > 0 && same_placement(e, j, nodes + indptr[i], counts + indptr[i], len)) continue;
+        accrue(e, j, e->now);
+        release(e, j);
+        e->moved[j] = 1;
+    }
+}
+
+/* Phase 2 of apply: give job j its new placement (len may be 0: preempt). */
+static int take_new(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t *counts,
+                    int64_t len, double rate) {
+    int moved = e->moved[j];
+    e->moved[j] = 0;
+    accrue(e, j, e->now);
+    if (len == 0) {
+        if (moved) {
+            e->state[j] = SK_JOB_QUEUED;
+            e->queued_since[j] = e->now;
+            e->n_running--;
+            e->n_queued++;
+        }
+        e->rate[j] = 0.0;
+        e->version[j]++;
+        return SK_OK;
+    }
+    if (e->state[j] == SK_JOB_RUNNING && !moved)   /* same placement, new rate */
+        return push_completion(e, j, rate);
+    if (e->state[j] == SK_JOB_QUEUED) {
+        e->state[j] = SK_JOB_RUNNING;
+        e->n_queued--;
+        e->n_running++;
+    }
+    if (isnan(e->first_start[j])) {
+        e->first_start[j] = e->now;
+        e->resume_at[j] = e->now;
+    } else {
+        e->restarts[j]++;
+        e->resume_at[j] = e->now + e->restart_delay[j];
+    }
+    int rc = store_placement(e, j, nodes, counts, len);
+    if (rc < 0) return rc;
+    return push_completion(e, j, rate);
+}
+
+int sk_engine_apply(sk_engine *e, int64_t n, const int64_t *job_ids,
+                    const int64_t *indptr, const int32_t *nodes,
+                    const int32_t *counts, const double *rates) {
+    if (!e || n < 0) return SK_EINVAL;
+    if (n == 0) return SK_OK;
+    if (!job_ids || !indptr || !rates || (indptr[n] > 0 && (!nodes || !counts)))
+        return fail(e, SK_EINVAL, "apply: missing arrays");
+    int rc = validate_apply(e, n, job_ids, indptr, nodes, counts, rates);
+    if (rc < 0) return rc;
+    release_changed(e, n, job_ids, indptr, nodes, counts);
+    for (int64_t i = 0; i < n; i++) {
+        rc = take_new(e, job_ids[i], nodes + indptr[i], counts + indptr[i],
+                      indptr[i + 1] - indptr[i], rates[i]);
+        if (rc < 0) return rc;
+    }
+    return SK_OK;
+}
+
+int sk_engine_set_timer(sk_engine *e, double t) {
+    if (!e) return SK_EINVAL;
+    if (!(t > e->now) || !isfinite(t))
+        return fail(e, SK_EINVAL, "timer at %.17g is not after now (%.17g)", t, e->now);
+    return heap_push(e, t, SK_EV_TIMER, -1, 0);
+}
+
+/* ---------------------------------------------------------------- queries */
+
+int64_t sk_engine_active(const sk_engine *e, int64_t cap, int64_t *ids_out) {
+    if (!e || cap < 0) return SK_EINVAL;
+    if (cap < e->n_active) return SK_EINVAL;
+    memcpy(ids_out, e->active, (size_t)e->n_active * sizeof(int64_t));
+    return e->n_active;
+}
+
+int sk_engine_query(sk_engine *e, int64_t n, const int64_t *ids,
+                    int32_t *ngpu, double *remaining, double *attained_gpu_s,
+                    double *run_seconds, double *queued_since) {
+    if (!e) return SK_EINVAL;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = ids[i];
+        if (j < 0 || j >= e->n_jobs) return fail(e, SK_EINVAL, "query: job id %lld", (long long)j);
+        accrue(e, j, e->now);
+        if (ngpu) ngpu[i] = e->ngpu[j];
+        if (remaining) remaining[i] = e->remaining[j] > 0.0 ? e->remaining[j] : 0.0;
+        if (attained_gpu_s) attained_gpu_s[i] = e->gpu_seconds[j];
+        if (run_seconds) run_seconds[i] = e->run_seconds[j];
+        if (queued_since) queued_since[i] = e->state[j] == SK_JOB_QUEUED ? e->queued_since[j] : NAN;
+    }
+    return SK_OK;
+}
+
+int64_t sk_engine_placement_size(const sk_engine *e, int64_t n, const int64_t *ids) {
+    if (!e) return SK_EINVAL;
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= e->n_jobs) return SK_EINVAL;
+        total += e->pl_len[ids[i]];
+    }
+    return total;
+}
+
+int sk_engine_placements(const sk_engine *e, int64_t n, const int64_t *ids,
+                         int64_t *indptr, int32_t *nodes, int32_t *counts) {
+    if (!e) return SK_EINVAL;
+    indptr[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = ids[i];
+        if (j < 0 || j >= e->n_jobs) return SK_EINVAL;
+        int64_t o = indptr[i];
+        for (int32_t k = 0; k < e->pl_len[j]; k++) {
+            nodes[o + k] = e->pl[j][2 * k];
+            counts[o + k] = e->pl[j][2 * k + 1];
+        }
+        indptr[i + 1] = o + e->pl_len[j];
+    }
+    return SK_OK;
+}
+
+int sk_engine_node_free(const sk_engine *e, int32_t *free_out) {
+    if (!e) return SK_EINVAL;
+    for (int32_t n = 0; n < e->n_nodes; n++) free_out[n] = e->node_cap[n] - e->node_used[n];
+    return SK_OK;
+}
+
+int sk_engine_counters(const sk_engine *e, int64_t *used_gpus, int64_t *n_queued,
+                       int64_t *n_running, int64_t *n_done, double *next_arrival,
+                       double *busy_gpu_seconds) {
+    if (!e) return SK_EINVAL;
+    *used_gpus = e->used_gpus;
+    *n_queued = e->n_queued;
+    *n_running = e->n_running;
+    *n_done = e->n_done;
+    *next_arrival = e->next_arrival < e->n_jobs ? e->arrival[e->arrival_order[e->next_arrival]]
+                                                : INFINITY;
+    *busy_gpu_seconds = e->busy_gpu_seconds;
+    return SK_OK;
+}
+
+int sk_engine_results(sk_engine *e, sk_results *out) {
+    if (!e || !out) return SK_EINVAL;
+    double total = 0.0;
+    for (int64_t j = 0; j < e->n_jobs; j++) {
+        out->first_start[j] = e->first_start[j];
+        out->finish[j] = e->finish[j];
+        out->gpu_seconds[j] = e->gpu_seconds[j];
+        out->run_seconds[j] = e->run_seconds[j];
+        out->restarts[j] = e->restarts[j];
+        out->state[j] = e->state[j];
+        total += e->gpu_seconds[j];
+    }
+    if (e->n_done != e->n_jobs) return SK_OK;
+    if (e->used_gpus != 0)
+        return fail(e, SK_ESTATE, "all jobs done but %lld GPUs still in use", (long long)e->used_gpus);
+    double tol = 1e-9 * (e->busy_gpu_seconds > 1.0 ? e->busy_gpu_seconds : 1.0);
+    if (fabs(total - e->busy_gpu_seconds) > tol)
+        return fail(e, SK_ESTATE, "GPU-time does not add up: jobs %.17g, cluster %.17g",
+                    total, e->busy_gpu_seconds);
+    return SK_OK;
+}

@@ -1,0 +1,323 @@
+"""The simulation driver: wraps the C event kernel (csrc/sk_engine.c).
+
+The kernel keeps time exactly and runs until a decision point; this module then
+asks the policy for a plan, turns the plan's changed placements into progress
+rates with the throughput oracle, and hands them back to the kernel.  Nothing
+here loops over jobs in Python.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._native import as_cdata, check, ffi, lib
+from .cluster import Cluster
+from .errors import ConfigError, KernelError, SimError
+from .placement import changed_jobs, placement_summary
+from .state import ARRIVAL, COMPLETION, JobSpecs, Plan, SchedState
+
+DONE_STATES = {0: "future", 1: "queued", 2: "running", 3: "done"}
+_CTYPE = {"<i8": "int64_t[]", "<i4": "int32_t[]", "<f8": "double[]"}
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Knobs of one run.
+
+    round_s: scheduling round period (s); None takes the policy's default, 0 means
+        event-driven only.
+    restart_delay_s: checkpoint/restart delay paid when a started job's placement
+        changes; None takes the oracle's per-model value.
+    progress: show a progress bar.
+    """
+
+    round_s: float | None = None
+    restart_delay_s: float | None = None
+    progress: bool = False
+
+
+@dataclass(eq=False)
+class Timeline:
+    """Cluster state after each decision point."""
+
+    time: list = field(default_factory=list)
+    used_gpus: list = field(default_factory=list)
+    queued: list = field(default_factory=list)
+    running: list = field(default_factory=list)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"time": np.asarray(self.time, float), "used_gpus": np.asarray(self.used_gpus, np.int64),
+                "queued": np.asarray(self.queued, np.int64), "running": np.asarray(self.running, np.int64)}
+
+
+@dataclass(eq=False)
+class SimResult:
+    """Per-job outcomes of one run (arrays indexed by job id) plus run facts."""
+
+    policy: str
+    cluster: Cluster
+    jobs: JobSpecs
+    job_ids: np.ndarray           # the workload's job_id column
+    first_start: np.ndarray
+    finish: np.ndarray
+    gpu_seconds: np.ndarray
+    run_seconds: np.ndarray
+    restarts: np.ndarray
+    gpu_types_used: np.ndarray    # int64 bit mask over cluster.gpu_types
+    timeline: Timeline
+    decisions: int
+    decision_seconds: np.ndarray  # wall time of each policy call
+    wall_seconds: float
+    fragmentation: dict = field(default_factory=dict)
+
+
+def job_specs(workload, oracle, restart_delay_s: float | None = None) -> JobSpecs:
+    """Resolve a workload (sim.jobs.JobTable) against a throughput oracle."""
+    model = workload.model_codes(oracle.models)
+    demand = workload.gpus.astype(np.int32)
+    ref_rate = np.asarray(oracle.reference_rate(model, demand), float)
+    iters = workload.iterations
+    dur = workload.duration_s
+    work = np.where(np.isnan(iters), dur * ref_rate, iters)
+    est = work / ref_rate
+    if restart_delay_s is None:
+        delay = np.asarray([oracle.restart_delay_s(m) for m in oracle.models], float)[model]
+    else:
+        delay = np.full(len(model), float(restart_delay_s))
+    return JobSpecs(arrival=workload.arrival_s.astype(float), demand=demand,
+                    gpus_min=workload.gpus_min.astype(np.int32),
+                    gpus_max=workload.gpus_max.astype(np.int32), model=model.astype(np.int32),
+                    work=work.astype(float), est_duration=est.astype(float),
+                    priority=workload.priority.astype(float), restart_delay=delay)
+
+
+class _Kernel:
+    """Owns one sk_engine and the buffers Python hands it."""
+
+    def __init__(self, cluster: Cluster, jobs: JobSpecs, round_s: float, triggers: int):
+        n = len(jobs)
+        self.n = n
+        self._keep = [np.ascontiguousarray(cluster.node_gpus, np.int32),
+                      np.ascontiguousarray(jobs.arrival, float),
+                      np.ascontiguousarray(jobs.work, float),
+                      np.ascontiguousarray(jobs.restart_delay, float)]
+        start = float(jobs.arrival.min()) if n else 0.0
+        out = ffi.new("sk_engine **")
+        rc = lib.sk_engine_new(out, cluster.n_nodes, as_cdata("int32_t *", self._keep[0]), n,
+                               as_cdata("double *", self._keep[1]), as_cdata("double *", self._keep[2]),
+                               as_cdata("double *", self._keep[3]), float(round_s), start,
+                               int(triggers))
+        self.ptr = ffi.gc(out[0], lib.sk_engine_free) if out[0] != ffi.NULL else None
+        self._check(rc, "sk_engine_new")
+        self.arrived = np.empty(max(n, 1), np.int64)
+        self.completed = np.empty(max(n, 1), np.int64)
+        self.batch = ffi.new("sk_batch *")
+        self.batch.arrived = as_cdata("int64_t *", self.arrived)
+        self.batch.completed = as_cdata("int64_t *", self.completed)
+        self._counters = [ffi.new("int64_t *") for _ in range(4)] + [ffi.new("double *") for _ in range(2)]
+        # persistent buffers with their C pointers made once (no per-decision casts)
+        size = max(n, 1)
+        self._buf = {"active": np.empty(size, np.int64), "ngpu": np.empty(size, np.int32),
+                     "remaining": np.empty(size), "attained": np.empty(size),
+                     "run": np.empty(size), "queued_since": np.empty(size),
+                     "indptr": np.zeros(size + 1, np.int64)}
+        self._ptr = {k: ffi.from_buffer(_CTYPE[v.dtype.str], v) for k, v in self._buf.items()}
+        self._grow_placement(1024)
+
+    def _grow_placement(self, size: int) -> None:
+        self._pl_nodes = np.empty(size, np.int32)
+        self._pl_counts = np.empty(size, np.int32)
+        self._pl_ptr = (ffi.from_buffer("int32_t[]", self._pl_nodes),
+                        ffi.from_buffer("int32_t[]", self._pl_counts))
+
+    def _check(self, rc: int, what: str) -> int:
+        if rc < 0:
+            msg = ffi.string(lib.sk_engine_message(self.ptr)).decode() if self.ptr else ""
+            if rc == lib.SK_ESTALL:
+                raise SimError(f"{what}: {msg}")
+            raise KernelError(f"{what} failed (code {rc}): {msg}", rc)
+        return rc
+
+    def step(self) -> int:
+        return self._check(lib.sk_engine_step(self.ptr, self.batch), "sk_engine_step")
+
+    def active(self) -> np.ndarray:
+        k = self._check(lib.sk_engine_active(self.ptr, self.n, self._ptr["active"]), "sk_engine_active")
+        return self._buf["active"][:k].copy()
+
+    def query(self, ids: np.ndarray):
+        """Live state of the active jobs (ids must be the last active() result)."""
+        k = len(ids)
+        p = self._ptr
+        self._check(lib.sk_engine_query(self.ptr, k, p["active"], p["ngpu"], p["remaining"],
+                                        p["attained"], p["run"], p["queued_since"]),
+                    "sk_engine_query")
+        b = self._buf
+        return (b["ngpu"][:k].copy(), b["remaining"][:k].copy(), b["attained"][:k].copy(),
+                b["run"][:k].copy(), b["queued_since"][:k].copy())
+
+    def placements(self, ids: np.ndarray):
+        """Current placement CSR of the active jobs (ids must be the last active() result)."""
+        k = len(ids)
+        size = self._check(lib.sk_engine_placement_size(self.ptr, k, self._ptr["active"]),
+                           "sk_engine_placement_size")
+        if size > self._pl_nodes.shape[0]:
+            self._grow_placement(2 * size)
+        self._check(lib.sk_engine_placements(self.ptr, k, self._ptr["active"], self._ptr["indptr"],
+                                             *self._pl_ptr), "sk_engine_placements")
+        return (self._buf["indptr"][:k + 1].copy(), self._pl_nodes[:size].copy(),
+                self._pl_counts[:size].copy())
+
+    def apply(self, ids, indptr, nodes, counts, rates) -> None:
+        ids, indptr = np.ascontiguousarray(ids, np.int64), np.ascontiguousarray(indptr, np.int64)
+        nodes, counts = np.ascontiguousarray(nodes, np.int32), np.ascontiguousarray(counts, np.int32)
+        rates = np.ascontiguousarray(rates, float)
+        self._check(lib.sk_engine_apply(self.ptr, len(ids), ffi.from_buffer("int64_t[]", ids),
+                                        ffi.from_buffer("int64_t[]", indptr),
+                                        ffi.from_buffer("int32_t[]", nodes),
+                                        ffi.from_buffer("int32_t[]", counts),
+                                        ffi.from_buffer("double[]", rates)), "sk_engine_apply")
+
+    def set_timer(self, t: float) -> None:
+        self._check(lib.sk_engine_set_timer(self.ptr, float(t)), "sk_engine_set_timer")
+
+    def counters(self):
+        vals = self._counters
+        self._check(lib.sk_engine_counters(self.ptr, *vals), "sk_engine_counters")
+        return tuple(v[0] for v in vals)
+
+    def results(self):
+        n = max(self.n, 1)
+        arrs = {"first_start": np.empty(n), "finish": np.empty(n), "gpu_seconds": np.empty(n),
+                "run_seconds": np.empty(n), "restarts": np.empty(n, np.int64),
+                "state": np.empty(n, np.int32)}
+        r = ffi.new("sk_results *")
+        r.first_start = as_cdata("double *", arrs["first_start"])
+        r.finish = as_cdata("double *", arrs["finish"])
+        r.gpu_seconds = as_cdata("double *", arrs["gpu_seconds"])
+        r.run_seconds = as_cdata("double *", arrs["run_seconds"])
+        r.restarts = as_cdata("int64_t *", arrs["restarts"])
+        r.state = as_cdata("int32_t *", arrs["state"])
+        self._check(lib.sk_engine_results(self.ptr, r), "sk_engine_results")
+        return {k: v[: self.n] for k, v in arrs.items()}
+
+
+def simulate(cluster: Cluster, workload, policy, oracle, config: EngineConfig | None = None) -> SimResult:
+    """Run one policy on one cluster and workload; returns per-job results."""
+    config = config or EngineConfig()
+    jobs = job_specs(workload, oracle, config.restart_delay_s)
+    return run_jobs(cluster, jobs, policy, oracle, config, job_ids=workload.job_id)
+
+
+def _validate(cluster: Cluster, jobs: JobSpecs, oracle) -> None:
+    too_big = np.flatnonzero(jobs.demand > cluster.total_gpus)
+    if too_big.size:
+        j = int(too_big[0])
+        raise ConfigError(f"job at row {j} requests {int(jobs.demand[j])} GPUs but cluster "
+                          f"{cluster.name} has {cluster.total_gpus} ({too_big.size} such jobs)")
+    bad = np.flatnonzero(~(jobs.work > 0) | ~np.isfinite(jobs.work))
+    if bad.size:
+        raise ConfigError(f"job at row {int(bad[0])} has no positive, finite work")
+
+
+def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineConfig,
+             job_ids: np.ndarray | None = None) -> SimResult:
+    _validate(cluster, jobs, oracle)
+    round_s = config.round_s if config.round_s is not None else (policy.round_s or 0.0)
+    kernel = _Kernel(cluster, jobs, round_s, policy.triggers)
+    n = len(jobs)
+    used_types = np.zeros(n, np.int64)
+    timeline = Timeline()
+    latencies: list[float] = []
+    frag_idle_while_waiting: list[int] = []
+    bar = _progress(n, config.progress, policy.name)
+    t0 = time.perf_counter()
+    done_before = 0
+    status = kernel.step() if n else lib.SK_DONE
+    while status == lib.SK_DECISION:
+        state = _snapshot(kernel, cluster, jobs)
+        t_call = time.perf_counter()
+        plan = policy.schedule(state)
+        latencies.append(time.perf_counter() - t_call)
+        _apply_plan(kernel, state, plan, oracle, cluster, used_types, policy.name)
+        used, n_q, n_r, n_done, next_arrival, _ = kernel.counters()
+        timeline.time.append(state.now)
+        timeline.used_gpus.append(used)
+        timeline.queued.append(n_q)
+        timeline.running.append(n_r)
+        if n_q > 0:
+            frag_idle_while_waiting.append(cluster.total_gpus - used)
+        if n_r == 0 and n_q > 0 and not np.isfinite(next_arrival) and plan.wakeup is None \
+                and round_s <= 0:
+            raise SimError(f"policy {policy.name} left {n_q} jobs queued on an idle cluster at "
+                           f"t={state.now} with nothing left to happen")
+        if bar is not None:
+            bar.update(n_done - done_before)
+            done_before = n_done
+        status = kernel.step()
+    if bar is not None:
+        bar.update(n - done_before)
+        bar.close()
+    res = kernel.results() if n else {k: np.empty(0) for k in
+                                      ("first_start", "finish", "gpu_seconds", "run_seconds")} | {
+        "restarts": np.empty(0, np.int64), "state": np.empty(0, np.int32)}
+    unfinished = np.flatnonzero(res["state"] != 3)
+    if unfinished.size:
+        raise SimError(f"{unfinished.size} jobs did not finish (first: row {int(unfinished[0])})")
+    return SimResult(policy=policy.name, cluster=cluster, jobs=jobs,
+                     job_ids=np.arange(n) if job_ids is None else np.asarray(job_ids),
+                     first_start=res["first_start"], finish=res["finish"],
+                     gpu_seconds=res["gpu_seconds"], run_seconds=res["run_seconds"],
+                     restarts=res["restarts"], gpu_types_used=used_types, timeline=timeline,
+                     decisions=len(latencies), decision_seconds=np.asarray(latencies),
+                     wall_seconds=time.perf_counter() - t0,
+                     fragmentation={"idle_gpus_while_waiting": np.asarray(frag_idle_while_waiting)})
+
+
+def _snapshot(kernel: _Kernel, cluster: Cluster, jobs: JobSpecs) -> SchedState:
+    active = kernel.active()
+    ngpu, rem, att, run, qs = kernel.query(active)
+    indptr, nodes, counts = kernel.placements(active)
+    return SchedState(now=kernel.batch.now, reasons=kernel.batch.reasons, cluster=cluster,
+                      jobs=jobs, active=active, ngpu=ngpu, remaining=rem, attained_gpu_s=att,
+                      run_s=run, queued_since=qs, pl_indptr=indptr, pl_nodes=nodes,
+                      pl_counts=counts)
+
+
+def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster: Cluster,
+                used_types: np.ndarray, policy_name: str) -> None:
+    k = len(state.active)
+    if plan.indptr.shape != (k + 1,):
+        raise SimError(f"policy {policy_name} returned a plan for {plan.indptr.shape[0] - 1} jobs, "
+                       f"expected {k}")
+    changed = changed_jobs(state.pl_indptr, state.pl_nodes, state.pl_counts,
+                           plan.indptr, plan.nodes, plan.counts)
+    idx = np.flatnonzero(changed)
+    if idx.size:
+        lo, hi = plan.indptr[idx], plan.indptr[idx + 1]
+        lens = hi - lo
+        sub_indptr = np.zeros(idx.size + 1, np.int64)
+        np.cumsum(lens, out=sub_indptr[1:])
+        take = np.repeat(lo - sub_indptr[:-1], lens) + np.arange(sub_indptr[-1])
+        sub_nodes, sub_counts = plan.nodes[take], plan.counts[take]
+        ngpu, n_nodes, mask, min_speed = placement_summary(sub_indptr, sub_nodes, sub_counts,
+                                                           cluster.node_type, cluster.node_speed)
+        ids = state.active[idx]
+        rates = np.zeros(idx.size)
+        on = ngpu > 0
+        if on.any():
+            rates[on] = oracle.rates(state.jobs.model[ids[on]], ngpu[on], n_nodes[on], mask[on],
+                                     min_speed[on], cluster.gpu_types)
+        used_types[ids] |= mask
+        kernel.apply(ids, sub_indptr, sub_nodes, sub_counts, rates)
+    if plan.wakeup is not None and plan.wakeup > state.now:
+        kernel.set_timer(plan.wakeup)
+
+
+def _progress(total: int, enabled: bool, name: str):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, desc=name, unit="job", leave=False)

@@ -1,0 +1,87 @@
+"""The scheduler protocol: ordering/admission, allocation, placement.
+
+A policy is a small class.  The engine calls :meth:`Policy.schedule` at each
+decision point with a :class:`~sim.state.SchedState` and applies the returned
+:class:`~sim.state.Plan`.  The default ``schedule`` composes three steps that a
+policy overrides as needed:
+
+1. ``order(state)``: indices into ``state.active``, highest priority first; jobs
+   left out are not admitted now (ordering and admission).
+2. ``allocate(state, order)``: GPUs wanted per active job (allocation; default:
+   the rigid request).
+3. ``place(state, order, want)``: node placements (default: the Numba greedy
+   placer with this policy's placement mode, preemption and blocking rules).
+
+Built-in policies use numpy or Numba only: no Python call per job.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..placement import PLACEMENT_MODES, greedy_place
+from ..state import ARRIVAL, COMPLETION, Plan, SchedState
+
+
+class Policy:
+    """Base class of all scheduling policies."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    #: decision points besides rounds and timers (bits of sim.state ARRIVAL/COMPLETION)
+    triggers: ClassVar[int] = ARRIVAL | COMPLETION
+    #: default scheduling round period in seconds (None: event driven only)
+    round_s: ClassVar[float | None] = None
+    #: may running jobs lose their GPUs?
+    preemptive: ClassVar[bool] = False
+    #: stop at the first job that does not fit (True) or let later jobs backfill
+    blocking: ClassVar[bool] = False
+
+    def __init__(self, placement: str = "consolidated"):
+        if placement not in PLACEMENT_MODES:
+            raise ConfigError(f"policy {self.name}: unknown placement {placement!r}; "
+                              f"choose from {sorted(PLACEMENT_MODES)}")
+        self.placement = placement
+
+    # -- the three steps -------------------------------------------------
+    def order(self, state: SchedState) -> np.ndarray:
+        raise NotImplementedError
+
+    def allocate(self, state: SchedState, order: np.ndarray) -> np.ndarray:
+        return state.demand.astype(np.int32)
+
+    def place(self, state: SchedState, order: np.ndarray, want: np.ndarray) -> Plan:
+        c = state.cluster
+        indptr, nodes, counts = greedy_place(
+            np.ascontiguousarray(order, np.int64), np.ascontiguousarray(want, np.int32),
+            state.pl_indptr, state.pl_nodes, state.pl_counts, c.node_gpus, c.node_type,
+            len(c.gpu_types), PLACEMENT_MODES[self.placement], self.preemptive, self.blocking)
+        return Plan(indptr, nodes, counts)
+
+    # -- entry point -----------------------------------------------------
+    def schedule(self, state: SchedState) -> Plan:
+        order = self.order(state)
+        want = self.allocate(state, order)
+        plan = self.place(state, order, want)
+        wake = self.next_wakeup(state)
+        if wake is not None:
+            plan = Plan(plan.indptr, plan.nodes, plan.counts, wake)
+        return plan
+
+    def next_wakeup(self, state: SchedState) -> float | None:
+        """A time at which the policy must be asked again (e.g. a queue demotion)."""
+        return None
+
+    def params(self) -> dict:
+        return {"placement": self.placement}
+
+
+def stable_order(*keys: np.ndarray) -> np.ndarray:
+    """Indices sorted by the keys (last key most significant), ties by position.
+
+    np.lexsort is stable, so equal keys keep the active list's order, which is
+    by job id: the same inputs always give the same order.
+    """
+    return np.lexsort(keys).astype(np.int64)

@@ -1,0 +1,71 @@
+"""What a policy sees at a decision point, and what it returns."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cluster import Cluster
+
+# decision reasons (bits), the same values as SK_WHY_* in csrc/sk_engine.h
+ARRIVAL = 1
+COMPLETION = 2
+ROUND = 4
+TIMER = 8
+
+
+@dataclass(frozen=True, eq=False)
+class JobSpecs:
+    """Static per-job arrays for every job of the run, indexed by job id (0..n-1)."""
+
+    arrival: np.ndarray        # float64, s
+    demand: np.ndarray         # int32, requested GPUs (elastic: preferred count)
+    gpus_min: np.ndarray       # int32
+    gpus_max: np.ndarray       # int32
+    model: np.ndarray          # int32, index into the oracle's models
+    work: np.ndarray           # float64, iterations
+    est_duration: np.ndarray   # float64, s, at the requested count on the reference GPU
+    priority: np.ndarray       # float64, weight
+    restart_delay: np.ndarray  # float64, s
+
+    def __len__(self) -> int:
+        return int(self.arrival.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class SchedState:
+    """Live state at a decision point.  Arrays are aligned with ``active``."""
+
+    now: float
+    reasons: int
+    cluster: Cluster
+    jobs: JobSpecs
+    active: np.ndarray          # int64 job ids of arrived, unfinished jobs (increasing)
+    ngpu: np.ndarray            # int32 GPUs held now
+    remaining: np.ndarray       # float64 iterations left
+    attained_gpu_s: np.ndarray  # float64 GPU-seconds received so far
+    run_s: np.ndarray           # float64 seconds with GPUs so far
+    queued_since: np.ndarray    # float64 time the job last lost (or never had) GPUs; NaN if running
+    pl_indptr: np.ndarray       # int64 current placement CSR
+    pl_nodes: np.ndarray        # int32
+    pl_counts: np.ndarray       # int32
+
+    @property
+    def demand(self) -> np.ndarray:
+        return self.jobs.demand[self.active]
+
+    @property
+    def running(self) -> np.ndarray:
+        return self.ngpu > 0
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """A policy's answer: the full target placement of the active jobs (CSR aligned
+    with ``SchedState.active``; an empty range means no GPUs), plus an optional
+    time at which the policy wants to be asked again."""
+
+    indptr: np.ndarray
+    nodes: np.ndarray
+    counts: np.ndarray
+    wakeup: float | None = None

@@ -1,0 +1,52 @@
+"""Small fixtures shared by the engine tests: a hand-checkable oracle and job specs."""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.cluster import Cluster
+from sim.state import JobSpecs
+
+
+class LinearOracle:
+    """rate = GPUs x per-type speed x slowest server speed x (0.8 if spread).
+
+    Simple enough to work out results by hand; the slowest-worker rule holds.
+    """
+
+    models = ("m0", "m1")
+    type_speed = {"fast": 2.0, "slow": 1.0}
+
+    def rates(self, model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types):
+        speeds = np.array([self.type_speed[t] for t in cluster_types])
+        slowest = np.full(len(ngpu), np.inf)
+        for t, s in enumerate(speeds):
+            uses = (np.asarray(type_mask) >> t) & 1 == 1
+            slowest = np.where(uses, np.minimum(slowest, s), slowest)
+        spread = np.where(np.asarray(n_nodes) > 1, 0.8, 1.0)
+        model_factor = np.where(np.asarray(model_idx) == 1, 0.5, 1.0)
+        return np.asarray(ngpu, float) * slowest * np.asarray(min_speed) * spread * model_factor
+
+    def reference_rate(self, model_idx, ngpu):
+        return np.asarray(ngpu, float) * np.where(np.asarray(model_idx) == 1, 0.5, 1.0)
+
+    def restart_delay_s(self, model):
+        return 10.0
+
+
+def small_cluster(gpus=(4, 4, 2), types=(0, 1, 1), speed=(1.0, 1.0, 0.5)) -> Cluster:
+    n = len(gpus)
+    return Cluster(name="test", gpu_types=("fast", "slow"),
+                   node_gpus=np.array(gpus, np.int32), node_type=np.array(types, np.int32),
+                   node_speed=np.array(speed, float), intra_bw_gbps=np.full(n, 100.0),
+                   inter_bw_gbps=np.full(n, 10.0))
+
+
+def specs(arrival, demand, work, model=None, delay=10.0) -> JobSpecs:
+    n = len(arrival)
+    demand = np.asarray(demand, np.int32)
+    model = np.zeros(n, np.int32) if model is None else np.asarray(model, np.int32)
+    work = np.asarray(work, float)
+    ref = demand * np.where(model == 1, 0.5, 1.0)
+    return JobSpecs(arrival=np.asarray(arrival, float), demand=demand, gpus_min=demand.copy(),
+                    gpus_max=demand.copy(), model=model, work=work, est_duration=work / ref,
+                    priority=np.ones(n), restart_delay=np.full(n, float(delay)))

@@ -1,0 +1,220 @@
+"""Plain-Python reference of the event kernel (csrc/sk_engine.c) and its driver.
+
+Same model, written for clarity: a heap of (time, kind, seq) events, per-job
+dicts, progress accrued at every change.  tests/test_engine_reference.py holds the
+C engine to it job by job.  Policies and the oracle are shared with the real
+engine: this reference checks the event/progress/allocation bookkeeping.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from sim.placement import placement_summary
+from sim.state import ARRIVAL, COMPLETION, ROUND, TIMER, SchedState
+
+EV_COMPLETION, EV_ARRIVAL, EV_ROUND, EV_TIMER = 0, 1, 2, 3
+
+
+class RefJob:
+    def __init__(self, arrival, work, delay):
+        self.arrival, self.work, self.delay = arrival, work, delay
+        self.state = "future"
+        self.remaining = work
+        self.rate = 0.0
+        self.placement: list[tuple[int, int]] = []
+        self.resume_at = 0.0
+        self.last_update = 0.0
+        self.queued_since = math.nan
+        self.first_start = math.nan
+        self.finish = math.nan
+        self.gpu_seconds = 0.0
+        self.run_seconds = 0.0
+        self.restarts = 0
+        self.version = 0
+
+    @property
+    def ngpu(self):
+        return sum(c for _, c in self.placement)
+
+    def accrue(self, t):
+        if self.state == "running":
+            dt = t - self.last_update
+            self.gpu_seconds += float(self.ngpu) * dt
+            self.run_seconds += dt
+            begin = max(self.last_update, self.resume_at)
+            if t > begin:
+                self.remaining -= self.rate * (t - begin)
+        self.last_update = t
+
+
+def reference_run(cluster, jobs, policy, oracle, round_s):
+    n = len(jobs)
+    js = [RefJob(float(jobs.arrival[i]), float(jobs.work[i]), float(jobs.restart_delay[i]))
+          for i in range(n)]
+    cap = [int(g) for g in cluster.node_gpus]
+    used = [0] * len(cap)
+    heap: list = []
+    seq = [0]
+
+    def push(t, kind, job=-1, version=0):
+        heapq.heappush(heap, (t, kind, seq[0], job, version))
+        seq[0] += 1
+
+    start = min(j.arrival for j in js)
+    order = sorted(range(n), key=lambda i: (js[i].arrival, i))
+    for i in order:
+        push(js[i].arrival, EV_ARRIVAL, i)
+    round_k = [0]
+
+    def first_round_at_or_after(t):
+        k = 0
+        if t > start:
+            k = int(math.floor((t - start) / round_s))
+        while start + k * round_s < t:
+            k += 1
+        return k
+
+    if round_s > 0:
+        round_k[0] = first_round_at_or_after(js[order[0]].arrival)
+        push(start + round_k[0] * round_s, EV_ROUND)
+    now = start
+    triggers = policy.triggers
+    done = 0
+    while done < n:
+        reasons = 0
+        while True:
+            if not heap:
+                if reasons:
+                    break
+                raise RuntimeError("reference engine stalled")
+            t, kind, _, j, ver = heap[0]
+            if reasons and t > now:
+                break
+            heapq.heappop(heap)
+            now = max(now, t)
+            if kind == EV_ARRIVAL:
+                js[j].state = "queued"
+                js[j].last_update = now
+                js[j].queued_since = now
+                reasons |= triggers & ARRIVAL
+            elif kind == EV_COMPLETION:
+                job = js[j]
+                if ver != job.version or job.state != "running":
+                    continue
+                job.accrue(now)
+                job.remaining = 0.0
+                job.finish = now
+                job.state = "done"
+                for node, c in job.placement:
+                    used[node] -= c
+                job.placement = []
+                job.rate = 0.0
+                job.version += 1
+                done += 1
+                reasons |= triggers & COMPLETION
+            elif kind == EV_ROUND:
+                active = any(x.state in ("queued", "running") for x in js)
+                if active:
+                    reasons |= ROUND
+                if done < n:
+                    k = round_k[0] + 1
+                    t_next = start + k * round_s
+                    if not active:
+                        future = [x.arrival for x in js if x.state == "future"]
+                        if future:
+                            k2 = first_round_at_or_after(min(future))
+                            if k2 > k:
+                                k, t_next = k2, start + k2 * round_s
+                    round_k[0] = k
+                    push(t_next, EV_ROUND)
+            elif kind == EV_TIMER:
+                if done < n:
+                    reasons |= TIMER
+            if done == n:
+                break
+        if done == n:
+            break
+        state = _state(now, reasons, cluster, jobs, js)
+        plan = policy.schedule(state)
+        _apply(now, state, plan, js, used, cap, oracle, cluster, push)
+        if plan.wakeup is not None and plan.wakeup > now:
+            push(plan.wakeup, EV_TIMER)
+    return {
+        "first_start": np.array([j.first_start for j in js]),
+        "finish": np.array([j.finish for j in js]),
+        "gpu_seconds": np.array([j.gpu_seconds for j in js]),
+        "restarts": np.array([j.restarts for j in js]),
+    }
+
+
+def _state(now, reasons, cluster, jobs, js):
+    active = [i for i, j in enumerate(js) if j.state in ("queued", "running")]
+    for i in active:
+        js[i].accrue(now)
+    indptr = [0]
+    nodes, counts = [], []
+    for i in active:
+        for node, c in js[i].placement:
+            nodes.append(node)
+            counts.append(c)
+        indptr.append(len(nodes))
+    return SchedState(
+        now=now, reasons=reasons, cluster=cluster, jobs=jobs,
+        active=np.array(active, np.int64),
+        ngpu=np.array([js[i].ngpu for i in active], np.int32),
+        remaining=np.array([max(js[i].remaining, 0.0) for i in active]),
+        attained_gpu_s=np.array([js[i].gpu_seconds for i in active]),
+        run_s=np.array([js[i].run_seconds for i in active]),
+        queued_since=np.array([js[i].queued_since if js[i].state == "queued" else math.nan
+                               for i in active]),
+        pl_indptr=np.array(indptr, np.int64), pl_nodes=np.array(nodes, np.int32),
+        pl_counts=np.array(counts, np.int32))
+
+
+def _apply(now, state, plan, js, used, cap, oracle, cluster, push):
+    changes = []
+    for a, i in enumerate(state.active):
+        new = [(int(plan.nodes[k]), int(plan.counts[k]))
+               for k in range(plan.indptr[a], plan.indptr[a + 1])]
+        if new != js[i].placement:
+            changes.append((int(i), new))
+    for i, new in changes:                      # release first
+        job = js[i]
+        job.accrue(now)
+        for node, c in job.placement:
+            used[node] -= c
+        job.moved = job.state == "running"
+        job.placement = []
+    for i, new in changes:
+        job = js[i]
+        if not new:
+            if job.moved:
+                job.state = "queued"
+                job.queued_since = now
+            job.rate = 0.0
+            job.version += 1
+            continue
+        for node, c in new:
+            used[node] += c
+            assert used[node] <= cap[node], "over-allocation"
+        job.placement = new
+        if job.state == "queued":
+            job.state = "running"
+        if math.isnan(job.first_start):
+            job.first_start = now
+            job.resume_at = now
+        else:
+            job.restarts += 1
+            job.resume_at = now + job.delay
+        ip = np.array([0, len(new)], np.int64)
+        ng, nn, mask, ms = placement_summary(ip, np.array([x for x, _ in new], np.int32),
+                                             np.array([c for _, c in new], np.int32),
+                                             cluster.node_type, cluster.node_speed)
+        rate = float(oracle.rates(state.jobs.model[[i]], ng, nn, mask, ms, cluster.gpu_types)[0])
+        job.rate = rate
+        job.version += 1
+        begin = max(job.resume_at, now)
+        push(begin + max(job.remaining, 0.0) / rate, EV_COMPLETION, i, job.version)

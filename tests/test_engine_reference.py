@@ -1,0 +1,45 @@
+"""The C engine agrees with the plain-Python reference job by job, for every policy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine_helpers import LinearOracle, small_cluster, specs
+from reference_engine import reference_run
+from sim.engine import EngineConfig, run_jobs
+from sim.policies import get_policy, list_policies
+
+POLICIES = sorted(list_policies())
+
+
+@st.composite
+def workloads(draw):
+    n = draw(st.integers(1, 25))
+    gaps = draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 7.0, 30.0, 120.0]), min_size=n, max_size=n))
+    arrival = np.cumsum(gaps)
+    demand = draw(st.lists(st.sampled_from([1, 1, 2, 3, 4, 8]), min_size=n, max_size=n))
+    work = draw(st.lists(st.sampled_from([1.0, 10.0, 60.0, 100.0, 333.3, 1000.0]), min_size=n, max_size=n))
+    model = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+    return specs(arrival, demand, work, model, delay=draw(st.sampled_from([0.0, 5.0])))
+
+
+def _compare(c, r):
+    for key in ("first_start", "finish", "gpu_seconds"):
+        np.testing.assert_allclose(c[key], r[key], rtol=1e-9, atol=1e-9, err_msg=key)
+    np.testing.assert_array_equal(c["restarts"], r["restarts"])
+
+
+@pytest.mark.parametrize("name", POLICIES)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=workloads(), round_s=st.sampled_from([0.0, 30.0]),
+       placement=st.sampled_from(["consolidated", "spread"]))
+def test_engine_matches_reference(name, jobs, round_s, placement):
+    cluster = small_cluster()
+    oracle = LinearOracle()
+    res = run_jobs(cluster, jobs, get_policy(name, placement=placement), oracle,
+                   EngineConfig(round_s=round_s))
+    ref = reference_run(cluster, jobs, get_policy(name, placement=placement), oracle, round_s)
+    _compare({"first_start": res.first_start, "finish": res.finish,
+              "gpu_seconds": res.gpu_seconds, "restarts": res.restarts}, ref)

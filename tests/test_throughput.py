@@ -1,0 +1,172 @@
+"""Throughput oracle: hand-checkable rates from a tiny Gavel-format table."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sim.errors import ConfigError
+from sim.throughput import (DEFAULT_RESTART_DELAY_S, RELATIVE_SPEED, SCALING_EFFICIENCY, SPREAD_PENALTY,
+                            TableThroughput, ThroughputOracle, restart_delay_s)
+
+# Tiny fixture in Gavel's real format: {gpu_type: {"('<model>', k)": {"null": rate, pairs...}}}
+GAVEL_FIXTURE = {
+    "v100": {
+        "('ResNet-50 (batch size 64)', 1)": {"null": 10.0, "('A3C', 1)": [5.0, 3.0]},
+        "('ResNet-50 (batch size 64)', 2)": {"null": 18.0},
+        "('ResNet-50 (batch size 64)', 4)": {"null": 30.0},
+        "('A3C', 1)": {"null": 7.0},
+    },
+    "p100": {
+        "('ResNet-50 (batch size 64)', 1)": {"null": 6.0},
+        "('ResNet-50 (batch size 64)', 2)": {"null": 11.0},
+        "('ResNet-50 (batch size 64)', 4)": {"null": 0.0},
+        "('A3C', 1)": {"null": 5.0},
+    },
+    "v100_unconsolidated": {
+        "('ResNet-50 (batch size 64)', 1)": {"null": 10.0},
+        "('ResNet-50 (batch size 64)', 2)": {"null": 12.0},
+        "('ResNet-50 (batch size 64)', 4)": {"null": 20.0},
+        "('A3C', 1)": {"null": 7.0},
+    },
+}
+
+
+@pytest.fixture()
+def oracle(tmp_path):
+    p = tmp_path / "thr.json"
+    p.write_text(json.dumps(GAVEL_FIXTURE))
+    return TableThroughput.from_gavel_json(p)
+
+
+R50 = "ResNet-50 (batch size 64)"
+
+
+def test_loader_parses_gavel_format(oracle):
+    assert isinstance(oracle, ThroughputOracle)
+    assert oracle.models == ("A3C", R50)
+    assert oracle.gpu_types == ("v100", "p100")
+    assert oracle.reference_type == "v100"
+    assert oracle.supported_counts(R50) == (1, 2, 4)
+    assert oracle.supported_counts("A3C") == (1,)
+    assert oracle.has_unconsolidated == (True, False)
+
+
+def test_measured_and_slowest_worker(oracle):
+    m = oracle.model_index(R50)
+    ct = ("v100", "p100")
+    r = oracle.rates([m, m, m, m], [1, 2, 2, 4], [1, 1, 1, 1], [1, 2, 3, 3], [1.0, 1.0, 1.0, 1.0], ct)
+    # v100 k=1: 10; p100 k=2: 11; mixed k=2: min(18, 11) = 11; mixed k=4: p100 measured 0 -> 0
+    assert r.tolist() == [10.0, 11.0, 11.0, 0.0]
+
+
+def test_min_speed_and_cluster_type_order(oracle):
+    m = oracle.model_index(R50)
+    # the cluster lists p100 first: bit 0 = p100, bit 1 = v100
+    r = oracle.rates([m, m], [2, 2], [1, 1], [0b10, 0b01], [0.5, 1.0], ("p100", "v100"))
+    assert r.tolist() == [9.0, 11.0]
+
+
+def test_spread_uses_unconsolidated_or_penalty(oracle):
+    m = oracle.model_index(R50)
+    r = oracle.rates([m, m], [2, 2], [2, 2], [1, 2], [1.0, 1.0], ("v100", "p100"))
+    assert r[0] == 12.0  # measured v100_unconsolidated
+    assert r[1] == pytest.approx(11.0 * SPREAD_PENALTY)  # p100 has no unconsolidated table
+
+
+def test_interpolation_and_extrapolation(oracle):
+    m = oracle.model_index(R50)
+    ref = oracle.reference_rate([m, m, m], [3, 8, 6])
+    assert ref[0] == pytest.approx(24.0)  # halfway between 18 (k=2) and 30 (k=4)
+    # beyond K=4: r(k) = 30 * (1 + e * (k - 4) / 4)
+    assert ref[1] == pytest.approx(30.0 * (1 + SCALING_EFFICIENCY * 4 / 4))
+    assert ref[2] == pytest.approx(30.0 * (1 + SCALING_EFFICIENCY * 2 / 4))
+    # p100: interpolating next to a measured 0 gives 0
+    r = oracle.rates([m], [3], [1], [2], [1.0], ("v100", "p100"))
+    assert r[0] == 0.0
+    a = oracle.model_index("A3C")
+    assert oracle.reference_rate([a], [2])[0] == pytest.approx(7.0 * (1 + SCALING_EFFICIENCY))
+
+
+def test_relative_speed_for_missing_types(oracle):
+    m = oracle.model_index(R50)
+    r = oracle.rates([m, m], [1, 1], [1, 1], [1, 3], [1.0, 1.0], ("a100", "k80"))
+    f_a100 = RELATIVE_SPEED["a100"] / RELATIVE_SPEED["v100"]
+    f_k80 = RELATIVE_SPEED["k80"] / RELATIVE_SPEED["v100"]
+    assert r[0] == pytest.approx(10.0 * f_a100)
+    assert r[1] == pytest.approx(10.0 * min(f_a100, f_k80))
+    with pytest.raises(ConfigError, match="mystery"):
+        oracle.rates([m], [1], [1], [1], [1.0], ("mystery",))
+    custom = TableThroughput(
+        {"v100": {"x": {1: 4.0}}}, relative_speed={"v100": 1.0, "fastgpu": 2.0})
+    assert custom.rates([0], [1], [1], [1], [1.0], ("fastgpu",))[0] == 8.0
+
+
+def test_empty_placement_and_bad_inputs(oracle):
+    m = oracle.model_index(R50)
+    r = oracle.rates([m, m], [0, 2], [0, 1], [0, 0], [1.0, 1.0], ("v100", "p100"))
+    assert r.tolist() == [0.0, 0.0]
+    with pytest.raises(ConfigError):
+        oracle.rates([5], [1], [1], [1], [1.0], ("v100",))
+    with pytest.raises(ConfigError, match="bits"):
+        oracle.rates([m], [1], [1], [0b100], [1.0], ("v100", "p100"))
+    with pytest.raises(ConfigError, match="unknown model"):
+        oracle.model_index("nope")
+
+
+def test_vectorized_matches_scalar(oracle):
+    rng = np.random.default_rng(0)
+    n = 500
+    m = rng.integers(0, 2, n)
+    k = rng.integers(1, 12, n)
+    nn = rng.integers(1, 3, n)
+    mask = rng.integers(1, 4, n)
+    sp = rng.uniform(0.5, 1.5, n)
+    ct = ("v100", "p100")
+    v = oracle.rates(m, k, nn, mask, sp, ct)
+    s = [oracle.rates([m[i]], [k[i]], [nn[i]], [mask[i]], [sp[i]], ct)[0] for i in range(n)]
+    assert np.allclose(v, s)
+
+
+def test_loader_errors(tmp_path):
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps({"v100": {"ResNet-50": {"null": 1.0}}}))
+    with pytest.raises(ConfigError, match="job type key"):
+        TableThroughput.from_gavel_json(p)
+    p.write_text(json.dumps({"v100": {"('A', 1)": {"x": 1.0}}}))
+    with pytest.raises(ConfigError, match="'null'"):
+        TableThroughput.from_gavel_json(p)
+    p.write_text(json.dumps({"v100": {"('A', 1)": {"null": -1.0}}}))
+    with pytest.raises(ConfigError, match=str(p)):
+        TableThroughput.from_gavel_json(p)
+    p.write_text(json.dumps({"v100": {"('A', 1)": {"null": 1.0}}, "p100": {"('B', 1)": {"null": 1.0}}}))
+    with pytest.raises(ConfigError, match="reference type"):
+        TableThroughput.from_gavel_json(p)
+    with pytest.raises(ConfigError, match="not found"):
+        TableThroughput.from_gavel_json(tmp_path / "none.json")
+
+
+def test_builtin_table():
+    o = TableThroughput.builtin()
+    assert 6 <= len(o.models) <= 8
+    assert o.gpu_types == ("v100", "p100", "k80") and all(o.has_unconsolidated)
+    ct = ("v100", "p100", "k80", "t4", "rtx2080ti", "a100", "gtx1080ti", "titanxp", "rtx3090")
+    rates = o.type_rates(np.arange(len(o.models)), np.ones(len(o.models), int), ct)
+    assert np.all(rates > 0)
+    # ResNet-50 (batch size 64) on 1 V100: Gavel's measured value
+    i = o.model_index("ResNet-50 (batch size 64)")
+    assert o.reference_rate([i], [1])[0] == pytest.approx(4.395, rel=1e-3)
+    for m in o.models:
+        assert 1 in o.supported_counts(m)
+
+
+def test_restart_delays():
+    assert restart_delay_s("imagenet") == 250.0
+    assert restart_delay_s("ResNet-50 (batch size 64)") == 250.0
+    assert restart_delay_s("ResNet-18 (batch size 64)") == 30.0
+    assert restart_delay_s("bert") == 120.0
+    assert restart_delay_s("A3C") == DEFAULT_RESTART_DELAY_S
+    o = TableThroughput.builtin()
+    d = o.restart_delays_array()
+    assert d.shape == (len(o.models),) and d[o.model_index("ResNet-50 (batch size 64)")] == 250.0
