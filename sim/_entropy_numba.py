@@ -55,40 +55,47 @@ def _finish(k, r, t, inv_logc):
     return v
 
 
+@njit(inline="always", fastmath={"nnan", "nsz", "reassoc"})
+def _max_and_nan_count(z, zi, c):
+    """Row max (NaNs ignored) and the number of NaNs, read from the bits."""
+    m = _F(-np.inf)
+    nans = 0
+    for j in range(c):
+        v = z[j]
+        m = v if v > m else m
+        b = zi[j] & np.int32(0x7FFFFFFF)
+        nans += 1 if b > np.int32(0x7F800000) else 0
+    return m, nans
+
+
 @njit(fastmath=_FM)
 def _row_f32(z, c, inv_logc, ibuf, fview):
     """z: contiguous float32 row.  ibuf/fview: int32 scratch and its float32 view."""
-    m = -np.inf
-    bad = False
-    for j in range(c):
-        v = z[j]
-        if v != v:
-            bad = True
-        if v > m:
-            m = v
-    if bad or not math.isfinite(m):
+    m, nans = _max_and_nan_count(z, z.view(np.int32), c)
+    if nans > 0 or not math.isfinite(m):
         return np.nan
     if c == 1:
         return 0.0
-    mf = _F(m)
     rd = 0.0
     td = 0.0
     k = 0
     j0 = 0
     while j0 < c:
-        j1 = min(j0 + _BLOCK, c)
-        # exp(d) = p(r) * 2^n: write 2^n's bits, read them back as float32
-        for j in range(j0, j1):
-            d = z[j] - mf
-            dc = max(d, _LO)
-            fx = np.floor(dc * _LOG2E + _HALF)
-            ibuf[j - j0] = (np.int32(fx) + np.int32(127)) << np.int32(23)
+        nb = min(_BLOCK, c - j0)
+        zb = z[j0:j0 + nb]
+        # exp(d) = p(x) * 2^n: write 2^n's bits, read them back as float32
+        for j in range(nb):
+            d = zb[j] - m
+            dc = d if d > _LO else _LO
+            n = np.int32(dc * _LOG2E - _HALF)
+            ibuf[j] = (n + np.int32(127)) << np.int32(23)
         rf = _ZERO
         tf = _ZERO
-        for j in range(j0, j1):
-            d = z[j] - mf
-            dc = max(d, _LO)
-            fx = np.floor(dc * _LOG2E + _HALF)
+        kb = 0
+        for j in range(nb):
+            d = zb[j] - m
+            dc = d if d > _LO else _LO
+            fx = _F(np.int32(dc * _LOG2E - _HALF))
             x = dc - fx * _C1
             x = x - fx * _C2
             p = _P0
@@ -98,15 +105,15 @@ def _row_f32(z, c, inv_logc, ibuf, fview):
             p = p * x + _P4
             p = p * x + _P5
             p = p * (x * x) + (x + _ONE)
-            e = p * fview[j - j0]
-            if d < _ZERO:
-                rf += e
-                tf += dc * e
-            if d == _ZERO:
-                k += 1
+            e = p * fview[j]
+            e = e if d < _ZERO else _ZERO
+            rf += e
+            tf += dc * e
+            kb += 1 if d == _ZERO else 0
         rd += rf
         td += tf
-        j0 = j1
+        k += kb
+        j0 += nb
     return _finish(float(k), rd, td, inv_logc)
 
 

@@ -71,6 +71,7 @@ class SimResult:
     decision_seconds: np.ndarray  # wall time of each policy call
     wall_seconds: float
     fragmentation: dict = field(default_factory=dict)
+    model_names: tuple[str, ...] = ()
 
 
 def job_specs(workload, oracle, restart_delay_s: float | None = None) -> JobSpecs:
@@ -232,6 +233,8 @@ def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineCon
     timeline = Timeline()
     latencies: list[float] = []
     frag_idle_while_waiting: list[int] = []
+    from .metrics import FGDTracker
+    fgd = FGDTracker(cluster, jobs.demand)
     bar = _progress(n, config.progress, policy.name)
     t0 = time.perf_counter()
     done_before = 0
@@ -242,6 +245,7 @@ def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineCon
         plan = policy.schedule(state)
         latencies.append(time.perf_counter() - t_call)
         _apply_plan(kernel, state, plan, oracle, cluster, used_types, policy.name)
+        fgd.record(plan.nodes, plan.counts)
         used, n_q, n_r, n_done, next_arrival, _ = kernel.counters()
         timeline.time.append(state.now)
         timeline.used_gpus.append(used)
@@ -273,7 +277,9 @@ def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineCon
                      restarts=res["restarts"], gpu_types_used=used_types, timeline=timeline,
                      decisions=len(latencies), decision_seconds=np.asarray(latencies),
                      wall_seconds=time.perf_counter() - t0,
-                     fragmentation={"idle_gpus_while_waiting": np.asarray(frag_idle_while_waiting)})
+                     fragmentation={"idle_gpus_while_waiting": np.asarray(frag_idle_while_waiting),
+                                    "fgd": fgd.values()},
+                     model_names=tuple(getattr(oracle, "models", ())))
 
 
 def _snapshot(kernel: _Kernel, cluster: Cluster, jobs: JobSpecs) -> SchedState:

@@ -55,13 +55,14 @@ class Scenario:
             table = JobTable.read(path)
         return cluster, table, oracle
 
-    def run(self) -> dict[str, SimResult]:
-        cluster, table, oracle = self.build()
+    def run(self, built=None) -> dict[str, SimResult]:
+        cluster, table, oracle = built if built is not None else self.build()
         config = EngineConfig(round_s=self.round_s, restart_delay_s=self.restart_delay_s,
                               progress=self.progress)
         results = {}
         for name in self.policies:
-            policy = get_policy(name, placement=self.placement, **self.policy_params.get(name, {}))
+            params = {"placement": self.placement, **self.policy_params.get(name, {})}
+            policy = get_policy(name, **params)
             results[name] = simulate(cluster, table, policy, oracle, config)
         return results
 
