@@ -15,8 +15,11 @@ _REGISTRY: dict[str, type[Policy]] = {}
 def register(cls: type[Policy]) -> type[Policy]:
     if not cls.name:
         raise ConfigError(f"{cls.__name__} has no name")
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ConfigError(f"policy name {cls.name!r} is already registered")
+    old = _REGISTRY.get(cls.name)
+    reloaded = old is not None and (old.__module__, old.__qualname__) == (cls.__module__, cls.__qualname__)
+    if old is not None and old is not cls and not reloaded:
+        raise ConfigError(f"policy name {cls.name!r} is already registered by "
+                          f"{old.__module__}.{old.__qualname__}")
     _REGISTRY[cls.name] = cls
     return cls
 
