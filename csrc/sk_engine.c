@@ -28,6 +28,7 @@ struct sk_engine {
     double *arrival;
     double *work;
     double *restart_delay;
+    int32_t *demand;
     int64_t *arrival_order;    /* job ids sorted by (arrival, id) */
     int64_t next_arrival;      /* index into arrival_order */
     /* jobs (dynamic) */
@@ -153,7 +154,7 @@ void sk_engine_free(sk_engine *e) {
     }
     free(e->pl); free(e->pl_len); free(e->pl_capacity);
     free(e->node_cap); free(e->node_used); free(e->scratch);
-    free(e->arrival); free(e->work); free(e->restart_delay); free(e->arrival_order);
+    free(e->arrival); free(e->work); free(e->restart_delay); free(e->demand); free(e->arrival_order);
     free(e->state); free(e->ngpu); free(e->remaining); free(e->rate);
     free(e->resume_at); free(e->last_update); free(e->queued_since);
     free(e->first_start); free(e->finish); free(e->gpu_seconds); free(e->run_seconds);
@@ -171,8 +172,8 @@ static double first_round_at_or_after(const sk_engine *e, double t, int64_t *k_o
 
 int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
                   int64_t n_jobs, const double *arrival, const double *work,
-                  const double *restart_delay, double round_period,
-                  double start_time, int32_t decide_on) {
+                  const double *restart_delay, const int32_t *demand,
+                  double round_period, double start_time, int32_t decide_on) {
     if (!out) return SK_EINVAL;
     *out = NULL;
     sk_engine *e = calloc(1, sizeof *e);
@@ -197,6 +198,7 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
     e->arrival = malloc(nj * sizeof(double));
     e->work = malloc(nj * sizeof(double));
     e->restart_delay = malloc(nj * sizeof(double));
+    e->demand = malloc(nj * sizeof(int32_t));
     e->arrival_order = malloc(nj * sizeof(int64_t));
     e->state = calloc(nj, sizeof(int32_t));
     e->ngpu = calloc(nj, sizeof(int32_t));
@@ -218,7 +220,7 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
     e->pl_len = calloc(nj, sizeof(int32_t));
     e->pl_capacity = calloc(nj, sizeof(int32_t));
     if (!e->node_cap || !e->node_used || !e->scratch || !e->arrival || !e->work ||
-        !e->restart_delay || !e->arrival_order || !e->state || !e->ngpu ||
+        !e->restart_delay || !e->demand || !e->arrival_order || !e->state || !e->ngpu ||
         !e->remaining || !e->rate || !e->resume_at || !e->last_update ||
         !e->queued_since || !e->first_start || !e->finish || !e->gpu_seconds ||
         !e->run_seconds || !e->restarts || !e->version || !e->stamp || !e->moved || !e->active || !e->pl ||
@@ -242,6 +244,7 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
         e->work[j] = work[j];
         e->remaining[j] = work[j];
         e->restart_delay[j] = restart_delay[j];
+        e->demand[j] = demand ? demand[j] : 1;
         e->first_start[j] = NAN;
         e->finish[j] = NAN;
         e->queued_since[j] = NAN;
@@ -637,6 +640,16 @@ int sk_engine_placements(const sk_engine *e, int64_t n, const int64_t *ids,
         indptr[i + 1] = o + e->pl_len[j];
     }
     return SK_OK;
+}
+
+int64_t sk_engine_min_queued_demand(const sk_engine *e) {
+    if (!e) return SK_EINVAL;
+    int64_t best = INT64_MAX;
+    for (int64_t i = 0; i < e->n_active; i++) {
+        int64_t j = e->active[i];
+        if (e->state[j] == SK_JOB_QUEUED && e->demand[j] < best) best = e->demand[j];
+    }
+    return best;
 }
 
 int sk_engine_node_free(const sk_engine *e, int32_t *free_out) {

@@ -74,11 +74,13 @@ typedef struct {
 } sk_results;
 
 /* decide_on: SK_WHY_ARRIVAL and/or SK_WHY_COMPLETION make those events
- * decision points; rounds (round_period > 0) and timers always are. */
+ * decision points; rounds (round_period > 0) and timers always are.
+ * demand: GPUs each job requests (for sk_engine_min_queued_demand); may be NULL.
+ * On error *out may still hold an engine (free it after reading the message). */
 int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
                   int64_t n_jobs, const double *arrival, const double *work,
-                  const double *restart_delay, double round_period,
-                  double start_time, int32_t decide_on);
+                  const double *restart_delay, const int32_t *demand,
+                  double round_period, double start_time, int32_t decide_on);
 void sk_engine_free(sk_engine *e);
 const char *sk_engine_message(const sk_engine *e);
 
@@ -113,6 +115,9 @@ int sk_engine_query(sk_engine *e, int64_t n, const int64_t *ids,
 int64_t sk_engine_placement_size(const sk_engine *e, int64_t n, const int64_t *ids);
 int sk_engine_placements(const sk_engine *e, int64_t n, const int64_t *ids,
                          int64_t *indptr, int32_t *nodes, int32_t *counts);
+
+/* Smallest GPU request among queued jobs (INT64_MAX if none is queued). */
+int64_t sk_engine_min_queued_demand(const sk_engine *e);
 
 /* Free GPUs per node (n_nodes entries). */
 int sk_engine_node_free(const sk_engine *e, int32_t *free_out);

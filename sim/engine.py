@@ -16,7 +16,7 @@ from ._native import as_cdata, check, ffi, lib
 from .cluster import Cluster
 from .errors import ConfigError, KernelError, SimError
 from .placement import changed_jobs, placement_summary
-from .state import ARRIVAL, COMPLETION, JobSpecs, Plan, SchedState
+from .state import ROUND, TIMER, JobSpecs, Plan, SchedState
 
 DONE_STATES = {0: "future", 1: "queued", 2: "running", 3: "done"}
 _CTYPE = {"<i8": "int64_t[]", "<i4": "int32_t[]", "<f8": "double[]"}
@@ -72,6 +72,7 @@ class SimResult:
     wall_seconds: float
     fragmentation: dict = field(default_factory=dict)
     model_names: tuple[str, ...] = ()
+    skipped_decisions: int = 0    # decision points with provably nothing to do
 
 
 def job_specs(workload, oracle, restart_delay_s: float | None = None) -> JobSpecs:
@@ -103,12 +104,14 @@ class _Kernel:
         self._keep = [np.ascontiguousarray(cluster.node_gpus, np.int32),
                       np.ascontiguousarray(jobs.arrival, float),
                       np.ascontiguousarray(jobs.work, float),
-                      np.ascontiguousarray(jobs.restart_delay, float)]
+                      np.ascontiguousarray(jobs.restart_delay, float),
+                      np.ascontiguousarray(jobs.demand, np.int32)]
         start = float(jobs.arrival.min()) if n else 0.0
         out = ffi.new("sk_engine **")
         rc = lib.sk_engine_new(out, cluster.n_nodes, as_cdata("int32_t *", self._keep[0]), n,
                                as_cdata("double *", self._keep[1]), as_cdata("double *", self._keep[2]),
-                               as_cdata("double *", self._keep[3]), float(round_s), start,
+                               as_cdata("double *", self._keep[3]),
+                               as_cdata("int32_t *", self._keep[4]), float(round_s), start,
                                int(triggers))
         self.ptr = ffi.gc(out[0], lib.sk_engine_free) if out[0] != ffi.NULL else None
         self._check(rc, "sk_engine_new")
@@ -126,6 +129,8 @@ class _Kernel:
                      "indptr": np.zeros(size + 1, np.int64)}
         self._ptr = {k: ffi.from_buffer(_CTYPE[v.dtype.str], v) for k, v in self._buf.items()}
         self._grow_placement(1024)
+        self._free = np.empty(cluster.n_nodes, np.int32)
+        self._ptr_free = ffi.from_buffer("int32_t[]", self._free)
 
     def _grow_placement(self, size: int) -> None:
         self._pl_nodes = np.empty(size, np.int32)
@@ -181,6 +186,13 @@ class _Kernel:
                                         ffi.from_buffer("int32_t[]", counts),
                                         ffi.from_buffer("double[]", rates)), "sk_engine_apply")
 
+    def min_queued_demand(self) -> int:
+        return lib.sk_engine_min_queued_demand(self.ptr)
+
+    def node_free(self) -> np.ndarray:
+        self._check(lib.sk_engine_node_free(self.ptr, self._ptr_free), "sk_engine_node_free")
+        return self._free
+
     def set_timer(self, t: float) -> None:
         self._check(lib.sk_engine_set_timer(self.ptr, float(t)), "sk_engine_set_timer")
 
@@ -234,29 +246,42 @@ def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineCon
     latencies: list[float] = []
     frag_idle_while_waiting: list[int] = []
     from .metrics import FGDTracker
-    fgd = FGDTracker(cluster, jobs.demand)
+    fgd_weights = FGDTracker(cluster, jobs.demand).weights
+    fgd_base = np.asarray(cluster.node_type, np.int64) * fgd_weights.shape[1]
+    fgd_flat = fgd_weights.ravel()
+    fgd_values: list[float] = []
+    skippable = bool(getattr(policy, "skip_if_nothing_fits", False))
+    total_gpus = cluster.total_gpus
     bar = _progress(n, config.progress, policy.name)
     t0 = time.perf_counter()
     done_before = 0
+    skipped = 0
     status = kernel.step() if n else lib.SK_DONE
     while status == lib.SK_DECISION:
-        state = _snapshot(kernel, cluster, jobs)
-        t_call = time.perf_counter()
-        plan = policy.schedule(state)
-        latencies.append(time.perf_counter() - t_call)
-        _apply_plan(kernel, state, plan, oracle, cluster, used_types, policy.name)
-        fgd.record(plan.nodes, plan.counts)
+        now = kernel.batch.now
+        if skippable and not kernel.batch.reasons & (ROUND | TIMER) and \
+                kernel.min_queued_demand() > total_gpus - kernel.counters()[0]:
+            skipped += 1        # nothing the policy may do: no queued job fits by count
+            wakeup = None
+        else:
+            state = _snapshot(kernel, cluster, jobs)
+            t_call = time.perf_counter()
+            plan = policy.schedule(state)
+            latencies.append(time.perf_counter() - t_call)
+            _apply_plan(kernel, state, plan, oracle, cluster, used_types, policy.name)
+            wakeup = plan.wakeup
         used, n_q, n_r, n_done, next_arrival, _ = kernel.counters()
-        timeline.time.append(state.now)
+        timeline.time.append(now)
         timeline.used_gpus.append(used)
         timeline.queued.append(n_q)
         timeline.running.append(n_r)
+        fgd_values.append(float(fgd_flat.take(fgd_base + kernel.node_free()).sum()))
         if n_q > 0:
-            frag_idle_while_waiting.append(cluster.total_gpus - used)
-        if n_r == 0 and n_q > 0 and not np.isfinite(next_arrival) and plan.wakeup is None \
+            frag_idle_while_waiting.append(total_gpus - used)
+        if n_r == 0 and n_q > 0 and not np.isfinite(next_arrival) and wakeup is None \
                 and round_s <= 0:
             raise SimError(f"policy {policy.name} left {n_q} jobs queued on an idle cluster at "
-                           f"t={state.now} with nothing left to happen")
+                           f"t={now} with nothing left to happen")
         if bar is not None:
             bar.update(n_done - done_before)
             done_before = n_done
@@ -276,9 +301,10 @@ def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineCon
                      gpu_seconds=res["gpu_seconds"], run_seconds=res["run_seconds"],
                      restarts=res["restarts"], gpu_types_used=used_types, timeline=timeline,
                      decisions=len(latencies), decision_seconds=np.asarray(latencies),
+                     skipped_decisions=skipped,
                      wall_seconds=time.perf_counter() - t0,
                      fragmentation={"idle_gpus_while_waiting": np.asarray(frag_idle_while_waiting),
-                                    "fgd": fgd.values()},
+                                    "fgd": np.asarray(fgd_values)},
                      model_names=tuple(getattr(oracle, "models", ())))
 
 

@@ -319,7 +319,10 @@ def iter_logit_blocks(logits, column=None) -> Iterator[LogitBlock]:
         return
     if hasattr(logits, "__array__") and not isinstance(logits, (list, tuple)):
         # e.g. a torch tensor on the CPU: numpy() shares its memory
-        arr = logits.numpy() if hasattr(logits, "numpy") else np.asarray(logits)
+        if hasattr(logits, "detach"):
+            arr = logits.detach().cpu().numpy()
+        else:
+            arr = np.asarray(logits)
         yield _numpy_block(arr)
         return
     raise TraceError(f"logits of type {type(logits).__name__} are not supported; pass a 2-D "

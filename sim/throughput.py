@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Mapping, Protocol, runtime_checkable
 
 import numpy as np
+from numba import njit
 
 from .cluster import canonical_gpu_type
 from .errors import ConfigError
@@ -222,6 +223,30 @@ def _dense(points: Mapping[int, float], kmax: int) -> tuple[np.ndarray, int]:
     return out, ks[-1]
 
 
+@njit(cache=True)
+def _placement_rates(E, KX, m, k, nn, mask, sp, efficiency, n_types):
+    """Slowest-worker rate of each placement: min over the GPU types used of the table
+    rate at k GPUs (consolidated or spread column), extrapolated linearly beyond the
+    largest measured count, times the slowest server's speed factor."""
+    out = np.empty(m.shape[0])
+    for i in range(m.shape[0]):
+        if k[i] <= 0:
+            out[i] = 0.0
+            continue
+        c = 1 if nn[i] > 1 else 0
+        best = np.inf
+        for t in range(n_types):
+            if (mask[i] >> t) & 1 == 0:
+                continue
+            kx = KX[m[i], t, c]
+            base = E[m[i], t, c, min(k[i], kx)]
+            if k[i] > kx:
+                base = base + base * efficiency * (k[i] - kx) / kx
+            best = min(best, base)
+        out[i] = best * sp[i] if np.isfinite(best) else 0.0
+    return out
+
+
 class TableThroughput:
     """Table-driven oracle over Gavel-style measurements; implements :class:`ThroughputOracle`.
 
@@ -402,6 +427,24 @@ class TableThroughput:
 
     def rates(self, model_idx, ngpu, n_nodes, type_mask, min_speed,
               cluster_types: tuple[str, ...]) -> np.ndarray:
+        """Iterations/s of each job's whole placement (Numba kernel; see rates_numpy)."""
+        m, k, nn, mask, sp = np.broadcast_arrays(
+            np.asarray(model_idx, dtype=np.int64), np.asarray(ngpu, dtype=np.int64),
+            np.asarray(n_nodes, dtype=np.int64), np.asarray(type_mask, dtype=np.int64),
+            np.asarray(min_speed, dtype=np.float64))
+        shape = m.shape
+        m, k, nn, mask, sp = (np.ascontiguousarray(a.ravel()) for a in (m, k, nn, mask, sp))
+        self._check_models(m)
+        nct = len(cluster_types)
+        if nct < 63 and mask.size and (mask >> nct).any():
+            raise ConfigError(f"type_mask has bits beyond the {nct} cluster GPU types")
+        E, KX = self._columns(tuple(cluster_types))
+        out = _placement_rates(E, KX, m, k, nn, mask, sp, float(self.scaling_efficiency), nct)
+        return out.reshape(shape)
+
+    def rates_numpy(self, model_idx, ngpu, n_nodes, type_mask, min_speed,
+                    cluster_types: tuple[str, ...]) -> np.ndarray:
+        """Plain numpy formulation of :meth:`rates` (its reference in the tests)."""
         m, k, nn, mask, sp = np.broadcast_arrays(
             np.asarray(model_idx, dtype=np.intp), np.asarray(ngpu, dtype=np.int64),
             np.asarray(n_nodes, dtype=np.int64), np.asarray(type_mask, dtype=np.int64),

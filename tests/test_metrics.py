@@ -59,6 +59,8 @@ def test_jobs_table_hand_values(back_to_back):
 def test_jobs_table_decodes_type_masks_and_unknown_model_names():
     # 8 GPUs spread over the fast and a slow node; 1 GPU on the slow half-speed node
     r = _run(small_cluster(), specs([0.0, 0.0], [8, 1], [800.0, 100.0]))
+    assert r.model_names == LinearOracle.models      # the engine records the oracle's names
+    r.model_names = None                              # a result without names
     t = metrics.jobs_table(r)
     assert t.column("gpu_types_used").to_pylist() == ["fast|slow", "slow"]
     assert t.column("model_name").null_count == 2
@@ -93,7 +95,7 @@ def test_summary_hand_values(back_to_back):
     # slowdowns 50/100, 150/200 -> Jain = 1.25^2 / (2 * (0.25 + 0.5625))
     assert s["jain_slowdown"] == pytest.approx(1.25 ** 2 / (2 * 0.8125))
     assert s["frag_idle_gpus"] == 0.0
-    assert math.isnan(s["frag_fgd_gpus"])                         # not recorded by the engine
+    assert s["frag_fgd_gpus"] == 0.0                              # the node is full at both decisions
     assert s["decisions"] == back_to_back.decisions == 2
     assert s["mean_decision_ms"] >= 0 and s["wall_seconds"] >= 0
 
@@ -242,6 +244,6 @@ def test_compare_table_fixed_width(back_to_back, blocked):
     assert lines[0].split()[:3] == ["policy", "avg", "JCT"]
     assert lines[2].startswith("fifo ")
     assert "100.0" in lines[2]                      # utilization %
-    assert lines[2].rstrip().endswith("-")          # FGD not recorded -> "-"
+    assert lines[2].rstrip().endswith("0.0")        # FGD: the node is full at every decision
     with pytest.raises(ConfigError):
         metrics.compare_table({})

@@ -170,3 +170,24 @@ def test_restart_delays():
     o = TableThroughput.builtin()
     d = o.restart_delays_array()
     assert d.shape == (len(o.models),) and d[o.model_index("ResNet-50 (batch size 64)")] == 250.0
+
+
+# ---- the Numba rates kernel agrees with the numpy formulation -------------------------
+from hypothesis import given, settings, strategies as _st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=_st.data())
+def test_rates_kernel_matches_numpy(data):
+    from sim.throughput import TableThroughput
+    oracle = TableThroughput.builtin()
+    types = ("v100", "p100", "k80", "t4")
+    n = data.draw(_st.integers(0, 12))
+    m = np.array(data.draw(_st.lists(_st.integers(0, len(oracle.models) - 1), min_size=n, max_size=n)), np.int64)
+    k = np.array(data.draw(_st.lists(_st.integers(0, 40), min_size=n, max_size=n)), np.int64)
+    nn = np.array(data.draw(_st.lists(_st.integers(1, 6), min_size=n, max_size=n)), np.int64)
+    mask = np.array(data.draw(_st.lists(_st.integers(1, 15), min_size=n, max_size=n)), np.int64)
+    sp = np.array(data.draw(_st.lists(_st.sampled_from([0.5, 0.9, 1.0, 1.1]), min_size=n, max_size=n)))
+    got = oracle.rates(m, k, nn, mask, sp, types)
+    want = oracle.rates_numpy(m, k, nn, mask, sp, types)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)

@@ -38,6 +38,10 @@ class Policy:
     preemptive: ClassVar[bool] = False
     #: stop at the first job that does not fit (True) or let later jobs backfill
     blocking: ClassVar[bool] = False
+    #: the engine may skip an arrival/completion decision when no queued job fits in the
+    #: free GPUs by count.  Only sound for non-preemptive policies that give each job its
+    #: rigid request and keep no state between calls (FIFO, SJF).
+    skip_if_nothing_fits: ClassVar[bool] = False
 
     def __init__(self, placement: str = "consolidated"):
         if placement not in PLACEMENT_MODES:

@@ -17,6 +17,7 @@ class FIFO(Policy):
     name = "fifo"
     description = "first in, first out by arrival; non-preemptive; strict (head-of-line blocking)"
     blocking = True
+    skip_if_nothing_fits = True
 
     def __init__(self, placement: str = "consolidated", backfill: bool = False):
         super().__init__(placement)
@@ -35,6 +36,7 @@ class FIFO(Policy):
 class SJF(Policy):
     name = "sjf"
     description = "shortest job first by oracle duration x GPUs; non-preemptive; backfills"
+    skip_if_nothing_fits = True
 
     def order(self, state):
         queued = np.flatnonzero(state.ngpu == 0)

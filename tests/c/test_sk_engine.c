@@ -20,7 +20,7 @@ static void test_two_jobs_one_node(void) {
     int32_t gpus[1] = {2};
     double arrival[2] = {0.0, 1.0}, work[2] = {10.0, 4.0}, delay[2] = {5.0, 5.0};
     sk_engine *e = NULL;
-    CHECK(sk_engine_new(&e, 1, gpus, 2, arrival, work, delay, 0.0, 0.0,
+    CHECK(sk_engine_new(&e, 1, gpus, 2, arrival, work, delay, NULL, 0.0, 0.0,
                         SK_WHY_ARRIVAL | SK_WHY_COMPLETION) == SK_OK);
     int64_t arrived[2], completed[2];
     sk_batch b = {0};
@@ -35,6 +35,7 @@ static void test_two_jobs_one_node(void) {
     /* job 1 arrives at t=1; no GPUs free: over-allocation must be refused */
     CHECK(sk_engine_step(e, &b) == SK_DECISION);
     CHECK(b.now == 1.0 && b.n_arrived == 1 && arrived[0] == 1);
+    CHECK(sk_engine_min_queued_demand(e) == 1);
     ids[0] = 1;
     counts[0] = 1;
     CHECK(sk_engine_apply(e, 1, ids, indptr, nodes, counts, rates) == SK_ECAPACITY);
@@ -65,17 +66,17 @@ static void test_errors(void) {
     int32_t gpus[1] = {4};
     double arrival[1] = {5.0}, work[1] = {1.0}, delay[1] = {0.0};
     sk_engine *e = NULL;
-    CHECK(sk_engine_new(&e, 0, gpus, 1, arrival, work, delay, 0.0, 0.0, 3) == SK_EINVAL);
+    CHECK(sk_engine_new(&e, 0, gpus, 1, arrival, work, delay, NULL, 0.0, 0.0, 3) == SK_EINVAL);
     sk_engine_free(e);
     double bad_work[1] = {-1.0};
-    CHECK(sk_engine_new(&e, 1, gpus, 1, arrival, bad_work, delay, 0.0, 0.0, 3) == SK_EINVAL);
+    CHECK(sk_engine_new(&e, 1, gpus, 1, arrival, bad_work, delay, NULL, 0.0, 0.0, 3) == SK_EINVAL);
     sk_engine_free(e);
     double nan_arrival[1] = {NAN};
-    CHECK(sk_engine_new(&e, 1, gpus, 1, nan_arrival, work, delay, 0.0, 0.0, 3) == SK_EINVAL);
+    CHECK(sk_engine_new(&e, 1, gpus, 1, nan_arrival, work, delay, NULL, 0.0, 0.0, 3) == SK_EINVAL);
     sk_engine_free(e);
-    CHECK(sk_engine_new(&e, 1, gpus, 1, arrival, work, delay, -1.0, 0.0, 3) == SK_EINVAL);
+    CHECK(sk_engine_new(&e, 1, gpus, 1, arrival, work, delay, NULL, -1.0, 0.0, 3) == SK_EINVAL);
     sk_engine_free(e);
-    CHECK(sk_engine_new(&e, 1, gpus, 1, arrival, work, delay, 0.0, 0.0, 3) == SK_OK);
+    CHECK(sk_engine_new(&e, 1, gpus, 1, arrival, work, delay, NULL, 0.0, 0.0, 3) == SK_OK);
     int64_t ids[1] = {0}, indptr[2] = {0, 1};
     int32_t nodes[1] = {0}, counts[1] = {1};
     double rates[1] = {1.0};
@@ -109,7 +110,7 @@ static void test_rounds_and_timers(void) {
     int32_t gpus[2] = {1, 1};
     double arrival[2] = {0.5, 100.0}, work[2] = {3.0, 1.0}, delay[2] = {0.0, 0.0};
     sk_engine *e = NULL;
-    CHECK(sk_engine_new(&e, 2, gpus, 2, arrival, work, delay, 10.0, 0.5, 0) == SK_OK);
+    CHECK(sk_engine_new(&e, 2, gpus, 2, arrival, work, delay, NULL, 10.0, 0.5, 0) == SK_OK);
     int64_t a[2], c[2];
     sk_batch b = {0};
     b.arrived = a;

@@ -1,0 +1,199 @@
+"""Tiresias discretized 2D-LAS (algorithms.md §5.2; Gu et al., NSDI'19).
+
+K priority queues Q0..Q(K-1) over attained service in GPU-seconds (2D: #GPUs x
+time held).  ``thresholds`` holds the K-1 queue limits: a job in Qk is demoted
+to Q(k+1) once its attained service reaches ``thresholds[k]``.
+
+Rules, as implemented:
+
+* A new job enters Q0.  Demotion: attained >= the current queue's limit (a job
+  that passes several limits at once falls through all of them).
+* Order: queues high to low; inside a queue, running jobs are kept ahead of
+  pending ones, each group FIFO by the time it entered the queue (arrival,
+  demotion or promotion; ties by arrival, then job id).  A job demoted at this
+  decision joins the *tail* of its new queue, behind that queue's pending jobs,
+  as in the authors' simulator (``dlas_sim_jobs`` appends the demoted job and
+  only afterwards moves running jobs ahead of pending ones).
+* Scheduling is preemptive and not blocking: in that order, every job whose GPU
+  count still fits is selected; running jobs that are not selected lose their
+  GPUs (the greedy placer in sim.placement does this).
+* PromoteKnob (starvation prevention, ``promote_knob`` > 0): a pending job in a
+  lower queue whose pending time since it last lost its GPUs reaches
+  ``promote_knob`` x its executed (run) time is promoted to Q0.  The promotion
+  resets the job's executed time and attained service *for queueing purposes*
+  (the engine's totals are untouched), so it must earn Q0's limit again.
+  0 switches the knob off (the default, algorithms.md §7 item 5).  The authors'
+  code accrues the pending time over all pending periods since the last
+  promotion; we use the current pending period (SchedState.queued_since).
+* Event driven: the policy asks to be woken at the exact next demotion (a job
+  holding g GPUs gains g GPU-seconds per second, restart delays included) or
+  promotion, computed from the allocation the plan leaves in place.
+
+Defaults: K = 2 with one limit of 3600 GPU-s, the paper's default as recalled
+in algorithms.md §5.2 [R] and the README example of the authors' simulator.
+``thresholds="code"`` gives the simulator's ``queue_limit`` [3250, 7200, 18000]
+(K = 4 here; the simulator's default ``num_queue = 3`` uses only the first two).
+
+Per-job memory (queue, FIFO key, offsets reset by promotion) lives in numpy
+arrays indexed by job id, allocated on the first call of a run; every update is
+vectorized.  A policy object remembers one run: it starts afresh when it sees a
+different JobSpecs or time goes backwards.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..state import ARRIVAL, COMPLETION, Plan, SchedState
+from . import register
+from .base import Policy, stable_order
+
+#: relative slack when testing "attained >= limit" at a demotion wakeup, which the
+#: engine reaches by accruing in steps, so float rounding may leave it a hair short
+_REL_TOL = 1e-9
+
+
+def _parse_thresholds(thresholds) -> np.ndarray:
+    if isinstance(thresholds, str):
+        named = {"paper": Tiresias.PAPER_THRESHOLDS, "code": Tiresias.CODE_THRESHOLDS}
+        if thresholds not in named:
+            raise ConfigError(f"policy tiresias: unknown thresholds {thresholds!r}; give a list "
+                              f"of GPU-seconds or one of {sorted(named)}")
+        thresholds = named[thresholds]
+    try:
+        thr = np.array([float(t) for t in thresholds], float)
+    except (TypeError, ValueError):
+        raise ConfigError(f"policy tiresias: thresholds must be numbers, got {thresholds!r}") from None
+    if thr.size and (not np.all(np.isfinite(thr)) or thr[0] <= 0 or np.any(np.diff(thr) <= 0)):
+        raise ConfigError(f"policy tiresias: thresholds must be finite, > 0 and strictly "
+                          f"increasing, got {thresholds!r}")
+    return thr
+
+
+@register
+class Tiresias(Policy):
+    name = "tiresias"
+    description = ("Tiresias discretized 2D-LAS: K queues over attained GPU-seconds "
+                   "(default one limit at 3600 GPU-s), FIFO inside a queue, PromoteKnob; "
+                   "preemptive, wakes at exact demotions")
+    triggers: ClassVar[int] = ARRIVAL | COMPLETION
+    preemptive = True
+    blocking = False
+
+    PAPER_THRESHOLDS: ClassVar[tuple] = (3600.0,)
+    CODE_THRESHOLDS: ClassVar[tuple] = (3250.0, 7200.0, 18000.0)
+
+    def __init__(self, placement: str = "consolidated", thresholds=PAPER_THRESHOLDS,
+                 promote_knob: float = 0.0):
+        super().__init__(placement)
+        self.thresholds = _parse_thresholds(thresholds)
+        try:
+            knob = float(promote_knob)
+        except (TypeError, ValueError):
+            raise ConfigError(f"policy tiresias: promote_knob must be a number, "
+                              f"got {promote_knob!r}") from None
+        if not (np.isfinite(knob) and knob >= 0):
+            raise ConfigError(f"policy tiresias: promote_knob must be finite and >= 0, got {knob}")
+        self.promote_knob = knob
+        # demotion test: attained >= limit - slack
+        self._limit_lo = self.thresholds * (1.0 - _REL_TOL)
+        self._reset(None)
+
+    # -- per-job memory ------------------------------------------------------
+    def _reset(self, jobs) -> None:
+        n = 0 if jobs is None else len(jobs)
+        self._jobs = jobs
+        self._now = -np.inf
+        self._state = None               # the SchedState last folded into memory
+        self.queue = np.full(n, -1, np.int64)      # -1: not seen yet
+        self.entered = np.zeros(n, float)          # time the job entered its queue
+        self.att_base = np.zeros(n, float)         # attained GPU-s at the last promotion
+        self.run_base = np.zeros(n, float)         # run seconds at the last promotion
+        self.promotions = np.zeros(n, np.int64)
+        self._fresh = np.zeros(0, bool)            # aligned with state.active: moved now
+
+    def _update(self, state: SchedState) -> None:
+        """Fold a decision point into memory: arrivals, demotions, promotions."""
+        if state is self._state:
+            return
+        if self._jobs is not state.jobs or state.now < self._now:
+            self._reset(state.jobs)
+        self._state, self._now = state, state.now
+        ids, now = state.active, state.now
+        q = self.queue[ids]
+        new = q < 0
+        if new.any():
+            self.entered[ids[new]] = state.jobs.arrival[ids[new]]
+            self.att_base[ids[new]] = 0.0
+            self.run_base[ids[new]] = 0.0
+            q = np.where(new, 0, q)
+        service = state.attained_gpu_s - self.att_base[ids]
+        level = np.searchsorted(self._limit_lo, service, side="right")
+        demote = level > q
+        q = np.where(demote, level, q)
+        fresh = demote.copy()
+        if self.promote_knob > 0:
+            executed = state.run_s - self.run_base[ids]
+            due = state.queued_since + self.promote_knob * executed
+            promote = (state.ngpu == 0) & (q > 0) & (executed > 0) & (now >= due)
+            if promote.any():
+                pid = ids[promote]
+                q = np.where(promote, 0, q)
+                self.att_base[pid] = state.attained_gpu_s[promote]
+                self.run_base[pid] = state.run_s[promote]
+                self.promotions[pid] += 1
+                fresh |= promote
+        self.entered[ids[fresh]] = now
+        self.queue[ids] = q
+        self._fresh = fresh
+
+    # -- the policy steps -------------------------------------------------------
+    def order(self, state: SchedState) -> np.ndarray:
+        self._update(state)
+        ids = state.active
+        settled_running = (state.ngpu > 0) & ~self._fresh
+        return stable_order(state.jobs.arrival[ids], self.entered[ids],
+                            (~settled_running).astype(np.int8), self.queue[ids])
+
+    def schedule(self, state: SchedState) -> Plan:
+        order = self.order(state)
+        want = self.allocate(state, order)
+        plan = self.place(state, order, want)
+        lens = np.diff(plan.indptr)
+        after = np.bincount(np.repeat(np.arange(len(lens)), lens), weights=plan.counts,
+                            minlength=len(lens)).astype(np.int64)
+        wake = self.next_wakeup(state, after)
+        return Plan(plan.indptr, plan.nodes, plan.counts, wake)
+
+    def next_wakeup(self, state: SchedState, ngpu: np.ndarray | None = None) -> float | None:
+        """The exact next demotion or promotion time, or None.
+
+        ngpu: GPUs each active job holds after this decision (default: as now).
+        """
+        self._update(state)
+        ids, now = state.active, state.now
+        if ids.size == 0:
+            return None
+        ngpu = state.ngpu if ngpu is None else np.asarray(ngpu)
+        q = self.queue[ids]
+        times = []
+        run = (ngpu > 0) & (q < self.thresholds.size)
+        if run.any():
+            left = self.thresholds[q[run]] - (state.attained_gpu_s[run] - self.att_base[ids[run]])
+            times.append(np.min(now + np.maximum(left, 0.0) / ngpu[run]))
+        if self.promote_knob > 0:
+            executed = state.run_s - self.run_base[ids]
+            wait = (ngpu == 0) & (q > 0) & (executed > 0)
+            if wait.any():
+                since = np.where(state.ngpu > 0, now, state.queued_since)  # preempted now: now
+                times.append(np.min(since[wait] + self.promote_knob * executed[wait]))
+        if not times:
+            return None
+        t = float(min(times))
+        return t if t > now else float(np.nextafter(now, np.inf))
+
+    def params(self) -> dict:
+        return {**super().params(), "thresholds": self.thresholds.tolist(),
+                "promote_knob": self.promote_knob}

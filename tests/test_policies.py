@@ -1,0 +1,240 @@
+"""Policies on toy clusters, with answers worked out by hand.
+
+Unless said otherwise the cluster is one node of 4 "slow" GPUs at speed 1, so
+with LinearOracle a job of model 0 on g GPUs progresses g iterations per second
+and a job with work w on its requested g GPUs runs w / g seconds.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine_helpers import LinearOracle, small_cluster, specs
+from reference_engine import reference_run
+from sim.engine import EngineConfig, run_jobs
+from sim.errors import ConfigError
+from sim.policies import get_policy, list_policies
+from sim.policies.tiresias import Tiresias
+from sim.state import SchedState
+
+ONE_NODE = dict(gpus=(4,), types=(1,), speed=(1.0,))
+EVENTS = EngineConfig(round_s=0.0)
+
+
+def run(policy, jobs, cluster=None, config=EVENTS):
+    return run_jobs(cluster or small_cluster(**ONE_NODE), jobs, policy, LinearOracle(), config)
+
+
+def check(res, first_start, finish, restarts=None):
+    np.testing.assert_allclose(res.first_start, first_start, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(res.finish, finish, rtol=0, atol=1e-9)
+    if restarts is not None:
+        np.testing.assert_array_equal(res.restarts, restarts)
+
+
+# -- FIFO ------------------------------------------------------------------------
+# J0: t=0, 2 GPUs, 10 s.  J1: t=1, 4 GPUs, 10 s (does not fit until J0 ends).
+# J2: t=2, 1 GPU, 5 s (fits in J0's leftover 2 GPUs).
+FIFO_JOBS = specs([0, 1, 2], [2, 4, 1], [20, 40, 5], delay=0.0)
+
+
+def test_fifo_strict_head_of_line_blocking():
+    # J2 waits behind J1: J1 runs 10-20, then J2 20-25.
+    check(run(get_policy("fifo"), FIFO_JOBS), [0, 10, 20], [10, 20, 25])
+
+
+def test_fifo_backfill_lets_small_job_pass():
+    # J2 starts at once on the 2 free GPUs, 2-7; J1 still starts at 10.
+    check(run(get_policy("fifo", backfill=True), FIFO_JOBS), [0, 10, 2], [10, 20, 7])
+
+
+def test_fifo_strict_blocks_also_on_fragmentation_not_only_count():
+    # Two 2-GPU nodes.  J0 (t=0, 1 GPU, 10 s) takes node 0; J1 (t=1, 4 GPUs, 10 s)
+    # waits; J2 (t=2, 1 GPU, 1 s) would fit but must wait behind J1.
+    c = small_cluster(gpus=(2, 2), types=(1, 1), speed=(1.0, 1.0))
+    jobs = specs([0, 1, 2], [1, 4, 1], [10, 40, 1], delay=0.0)
+    # J1 spans 2 nodes: rate 4 x 0.8 = 3.2 -> 40 / 3.2 = 12.5 s
+    check(run(get_policy("fifo"), jobs, c), [0, 10, 22.5], [10, 22.5, 23.5])
+
+
+# -- SJF ---------------------------------------------------------------------------
+def test_sjf_orders_queue_by_gpu_time_and_backfills():
+    # J0 holds all 4 GPUs 0-10.  Queued at t=10, by est. GPU-seconds:
+    # J2 (2 GPUs x 5 s = 10), J3 (1 x 30 = 30), J1 (2 x 20 = 40).
+    # J2 and J3 start at 10; J1 needs 2 but 1 is free: waits until J2 ends at 15.
+    jobs = specs([0, 1, 2, 3], [4, 2, 2, 1], [40, 40, 10, 30], delay=0.0)
+    check(run(get_policy("sjf"), jobs), [0, 15, 10, 10], [10, 35, 15, 40])
+
+
+# -- SRTF --------------------------------------------------------------------------
+def test_srtf_preempts_for_shorter_remaining_and_pays_restart_delay():
+    # J0: t=0, 4 GPUs, 100 s.  J1: t=10, 4 GPUs, 20 s.  At t=10 J0 has 90 s x 4
+    # left vs J1's 20 s x 4: J1 runs 10-30.  J0 resumes at 30, restart delay 5,
+    # progress from 35 for its remaining 90 s: ends at 125.
+    jobs = specs([0, 10], [4, 4], [400, 80], delay=5.0)
+    res = run(get_policy("srtf"), jobs)
+    check(res, [0, 10], [125, 30], restarts=[1, 0])
+    np.testing.assert_allclose(res.gpu_seconds, [4 * 10 + 4 * 95, 4 * 20])
+
+
+# -- LAS ---------------------------------------------------------------------------
+def test_las_alternates_at_rounds():
+    # Two 4-GPU jobs of 100 s each, both at t=0, rounds every 60 s (the policy's).
+    # 0-60 J0 (tie: lower id); at 60 J0 has 240 GPU-s, J1 0: J1 runs 60-120;
+    # at 120 both have 240: tie -> J0 runs 120-160 (its last 40 s); J1 160-200.
+    jobs = specs([0, 0], [4, 4], [400, 400], delay=0.0)
+    res = run(get_policy("las"), jobs, config=EngineConfig())
+    check(res, [0, 60], [160, 200], restarts=[1, 1])
+
+
+def test_las_event_driven_new_job_preempts():
+    # J0: t=0, 4 GPUs, 100 s.  J1: t=10, 2 GPUs, 30 s, attained 0 < 40: J1 runs
+    # 10-40 and J0 (4 GPUs) no longer fits.  J0 resumes at 40: 90 s left -> 130.
+    jobs = specs([0, 10], [4, 2], [400, 60], delay=0.0)
+    check(run(get_policy("las"), jobs), [0, 10], [130, 40], restarts=[1, 0])
+
+
+# -- Tiresias ------------------------------------------------------------------------
+def test_tiresias_demotion_puts_long_job_behind_new_short_job():
+    # Limit 100 GPU-s.  J0: t=0, 4 GPUs, 100 s.  J1: t=10, 4 GPUs, 10 s.
+    # At 10, both in Q0 and J0 runs (running ahead of pending).  J0 reaches 100
+    # GPU-s at exactly t=25 and drops to Q1: J1 runs 25-35.  J0 resumes at 35,
+    # restart delay 5, 300 iterations left at 4/s from 40: ends 115.
+    jobs = specs([0, 10], [4, 4], [400, 40], delay=5.0)
+    res = run(get_policy("tiresias", thresholds=[100]), jobs)
+    check(res, [0, 25], [115, 35], restarts=[1, 0])
+    assert 25.0 in res.timeline.time                       # woken exactly at the demotion
+
+
+def test_tiresias_wakes_at_exact_demotion_even_when_alone():
+    # Limits 100 and 300 GPU-s; a 2-GPU job crosses them at t=50 and t=150.
+    jobs = specs([0], [2], [500], delay=0.0)
+    res = run(get_policy("tiresias", thresholds=[100, 300]), jobs)
+    assert res.timeline.time == [0.0, 50.0, 150.0]
+    check(res, [0], [250])
+
+
+def test_tiresias_default_is_one_limit_at_an_hour_of_gpu_time():
+    # One 4-GPU job of 2000 s: its one demotion is at 3600 / 4 = 900 s.
+    p = get_policy("tiresias")
+    assert p.thresholds.tolist() == [3600.0] and p.promote_knob == 0.0
+    res = run(p, specs([0], [4], [8000], delay=0.0))
+    assert res.timeline.time == [0.0, 900.0]
+    assert get_policy("tiresias", thresholds="code").thresholds.tolist() == [3250, 7200, 18000]
+
+
+def test_tiresias_same_queue_is_fifo_with_running_jobs_ahead():
+    # No demotions (limit far away).  J0: 2 GPUs, 10 s at t=0; J1: 4 GPUs, 10 s at
+    # t=1; J2: 2 GPUs, 10 s at t=2.  At 1, J1 is pending behind running J0; at 2,
+    # J2 (pending, Q0) is behind J1 by FIFO, but J1 does not fit and J2 does:
+    # not blocking, so J2 starts at 2.  At 10 J0 ends; J1 still does not fit (J2
+    # runs, kept ahead); at 12 J2 ends and J1 runs 12-22.
+    jobs = specs([0, 1, 2], [2, 4, 2], [20, 40, 20], delay=0.0)
+    check(run(get_policy("tiresias"), jobs), [0, 12, 2], [10, 22, 12])
+
+
+# R (job 0): t=0, 2 GPUs, 180 iterations.  J (job 1): t=0, 4 GPUs, 300 iterations.
+# Limit 100 GPU-s, no restart delay.
+#   0-50   R runs (Q0, lower id); J waits (never ran, no promotion).
+#   50     R reaches 100 GPU-s -> Q1; J (Q0) runs.
+#   75     J reaches 100 -> Q1, at the tail behind pending R: R runs, J waits.
+# Without the knob R (settled, running first in Q1) runs to the end: 80 more
+# iterations at 2/s -> 115; J then runs 115-165.
+# With knob 1, J (executed 25 s, pending since 75) is promoted to Q0 at 100 and
+# preempts R; J's queue service restarts, so it is demoted again at 125, behind
+# R, which finishes its last 30 iterations at 140; J runs 140-165.
+STARVE_JOBS = specs([0, 0], [2, 4], [180, 300], delay=0.0)
+
+
+def test_tiresias_without_promote_knob_lower_queue_job_waits():
+    res = run(get_policy("tiresias", thresholds=[100]), STARVE_JOBS)
+    check(res, [0, 50], [115, 165], restarts=[1, 1])
+
+
+def test_tiresias_promote_knob_promotes_starved_job():
+    res = run(get_policy("tiresias", thresholds=[100], promote_knob=1), STARVE_JOBS)
+    check(res, [0, 50], [140, 165], restarts=[2, 2])
+    for t in (50.0, 75.0, 100.0, 125.0, 140.0):
+        assert t in res.timeline.time
+
+
+def _state(now, ngpu, attained, run_s, queued_since, jobs):
+    k = len(ngpu)
+    return SchedState(now=now, reasons=0, cluster=small_cluster(), jobs=jobs,
+                      active=np.arange(k, dtype=np.int64), ngpu=np.array(ngpu, np.int32),
+                      remaining=np.ones(k), attained_gpu_s=np.array(attained, float),
+                      run_s=np.array(run_s, float), queued_since=np.array(queued_since, float),
+                      pl_indptr=np.zeros(k + 1, np.int64), pl_nodes=np.zeros(0, np.int32),
+                      pl_counts=np.zeros(0, np.int32))
+
+
+def test_tiresias_next_wakeup_is_the_earliest_demotion_or_promotion():
+    jobs = specs([0, 0, 0, 0], [2, 4, 1, 1], [1e6] * 4)
+    p = Tiresias(thresholds=[100, 300], promote_knob=2)
+    # job 0: 2 GPUs, 60 GPU-s -> Q0 limit at 10 + 40 / 2 = 30
+    # job 1: 4 GPUs, 0 -> 10 + 100 / 4 = 35
+    # job 2: 1 GPU, 150 (Q1) -> 10 + 150 = 160
+    # job 3: pending in Q1, ran 120 s, queued since 5 -> promoted at 5 + 2 x 120 = 245
+    s = _state(10.0, [2, 4, 1, 0], [60, 0, 150, 120], [30, 0, 150, 120],
+               [np.nan, np.nan, np.nan, 5.0], jobs)
+    assert p.next_wakeup(s) == 30.0
+    assert p.queue.tolist() == [0, 0, 1, 1]
+    assert p.next_wakeup(s, ngpu=[0, 0, 0, 0]) == 245.0      # nothing runs after the plan
+    # a job passing two limits at once falls through both
+    s2 = _state(20.0, [1, 4, 1, 0], [400, 40, 160, 120], [50, 10, 160, 120],
+                [np.nan, np.nan, np.nan, 5.0], jobs)
+    p.order(s2)
+    assert p.queue.tolist() == [2, 0, 1, 1]
+
+
+def test_tiresias_rejects_bad_parameters():
+    for bad in ([0], [100, 50], [float("inf")], "nope", ["x"]):
+        with pytest.raises(ConfigError):
+            get_policy("tiresias", thresholds=bad)
+    with pytest.raises(ConfigError):
+        get_policy("tiresias", promote_knob=-1)
+
+
+@st.composite
+def _workloads(draw):
+    n = draw(st.integers(1, 12))
+    arrival = np.cumsum(draw(st.lists(st.sampled_from([0.0, 1.0, 5.0, 20.0]), min_size=n,
+                                      max_size=n)))
+    demand = draw(st.lists(st.sampled_from([1, 2, 4, 8]), min_size=n, max_size=n))
+    work = draw(st.lists(st.sampled_from([10.0, 60.0, 200.0, 500.0]), min_size=n, max_size=n))
+    return specs(arrival, demand, work, delay=draw(st.sampled_from([0.0, 5.0])))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=_workloads(), knob=st.sampled_from([0, 1, 2]),
+       thresholds=st.sampled_from([[50], [30, 200], [3600]]),
+       placement=st.sampled_from(["consolidated", "spread"]))
+def test_tiresias_engine_matches_reference_with_demotions(jobs, knob, thresholds, placement):
+    kw = dict(placement=placement, thresholds=thresholds, promote_knob=knob)
+    res = run_jobs(small_cluster(), jobs, get_policy("tiresias", **kw), LinearOracle(), EVENTS)
+    ref = reference_run(small_cluster(), jobs, get_policy("tiresias", **kw), LinearOracle(), 0.0)
+    for key in ("first_start", "finish", "gpu_seconds"):
+        np.testing.assert_allclose(getattr(res, key), ref[key], rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(res.restarts, ref["restarts"])
+
+
+# -- determinism ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(list_policies()))
+def test_same_inputs_give_identical_results(name):
+    rng = np.random.default_rng(7)
+    n = 30
+    jobs = specs(np.cumsum(rng.choice([0.0, 3.0, 40.0], n)), rng.choice([1, 2, 4, 8], n),
+                 rng.choice([30.0, 300.0, 3000.0], n), model=rng.integers(0, 2, n))
+    policy = get_policy(name, placement="spread")
+    a = run_jobs(small_cluster(), jobs, policy, LinearOracle(), EngineConfig())
+    b = run_jobs(small_cluster(), jobs, policy, LinearOracle(), EngineConfig())   # reused
+    c = run_jobs(small_cluster(), jobs, get_policy(name, placement="spread"), LinearOracle(),
+                 EngineConfig())
+    for other in (b, c):
+        for key in ("first_start", "finish", "gpu_seconds", "run_seconds", "restarts",
+                    "gpu_types_used"):
+            np.testing.assert_array_equal(getattr(a, key), getattr(other, key), err_msg=key)
+        assert a.timeline.time == other.timeline.time
+        assert a.timeline.used_gpus == other.timeline.used_gpus
