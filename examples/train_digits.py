@@ -11,7 +11,7 @@ which sets the next epoch's shards, batch sizes and learning rate.  The controll
 (enabled=False) is the uniform baseline.  Per-epoch entropy, weights, batch sizes, LR,
 simulated time and test accuracy are logged to an Arrow IPC file.
 
-    python examples/train_digits.py [--epochs 30] [--seeds 0 1 2] [--out out/train_digits.arrow]
+    python examples/train_digits.py [--epochs 40] [--seeds 0 1 2] [--out out/train_digits.arrow]
 
 Needs scikit-learn (for the data set).
 """
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sim.entropy import grouped_mean_entropy  # noqa: E402
 from sim.micro import MicroConfig, MicroController  # noqa: E402
 
-NOISE = (0.0, 1.0, 2.5, 4.0)     # per-worker pixel noise (digits pixels are 0..16)
+NOISE = (0.0, 2.0, 4.0, 8.0)     # per-worker pixel noise (digits pixels are 0..16)
 SPEED = (1.0, 1.0, 0.7, 0.5)     # per-worker samples/time-unit factors
 T_SYNC = 0.5                     # simulated all-reduce time per step
 
@@ -73,7 +73,7 @@ class MLP:
 
 
 def run(seed: int, controller: bool, epochs: int = 30, K: int = 4, global_batch: int = 64,
-        lr: float = 0.05, data=None, config: MicroConfig | None = None):
+        lr: float = 0.3, data=None, config: MicroConfig | None = None):
     """Train once; returns (final test accuracy, list of per-epoch log rows)."""
     Xtr, Xte, ytr, yte = data if data is not None else load_digits_split(seed)
     Xtr = Xtr / 16.0
@@ -134,7 +134,7 @@ def write_log(rows, path: Path) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--epochs", type=int, default=40)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--out", type=Path, default=Path("out/train_digits.arrow"))
     args = ap.parse_args(argv)

@@ -50,7 +50,7 @@ def test_fifo_backfill_lets_small_job_pass():
     check(run(get_policy("fifo", backfill=True), FIFO_JOBS), [0, 10, 2], [10, 20, 7])
 
 
-def test_fifo_strict_blocks_also_on_fragmentation_not_only_count():
+def test_fifo_strict_waits_behind_a_job_spanning_nodes():
     # Two 2-GPU nodes.  J0 (t=0, 1 GPU, 10 s) takes node 0; J1 (t=1, 4 GPUs, 10 s)
     # waits; J2 (t=2, 1 GPU, 1 s) would fit but must wait behind J1.
     c = small_cluster(gpus=(2, 2), types=(1, 1), speed=(1.0, 1.0))

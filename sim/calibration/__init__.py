@@ -1,0 +1,29 @@
+"""Calibration against real GPU measurements (docs/calibration.md).
+
+* :mod:`.schema`     the measurement and learning-curve tables (Arrow / Parquet) and their checks
+* :mod:`.importers`  Gavel throughput JSON, Pollux and Sia profile CSVs -> measurements
+* :mod:`.collector`  ``clustersim collect``: real training steps with PyTorch (optional extra)
+* :mod:`.fit`        Pollux/Sia and Hops step-time models, fitted by nonlinear least squares
+* :mod:`.oracle`     calib.toml and :class:`CalibratedThroughput`, a throughput oracle for ``simulate``
+* :mod:`.report`     hold-out validation: fit on some placements and batch sizes, predict the rest
+
+Nothing here imports torch; only :mod:`.collector` needs it, when it runs.
+"""
+from .fit import (KINDS, FitResult, HopsParams, Observations, PolluxParams, fit, fit_all, fit_hops,
+                  fit_pollux, group_observations)
+from .importers import (import_gavel, import_path, import_paths, import_pollux_learning_curves,
+                        import_pollux_profile, import_sia_profile, import_sia_seed)
+from .oracle import CalibratedThroughput, read_calibration, write_calibration
+from .schema import (LEARNING_CURVE_SCHEMA, MEASUREMENT_SCHEMA, CalibrationWarning, learning_curves_from_rows,
+                     measurements_from_rows, read_learning_curves, read_measurements, validate_learning_curves,
+                     validate_measurements, write_learning_curves, write_measurements)
+
+__all__ = [
+    "KINDS", "FitResult", "HopsParams", "Observations", "PolluxParams", "fit", "fit_all", "fit_hops",
+    "fit_pollux", "group_observations", "import_gavel", "import_path", "import_paths",
+    "import_pollux_learning_curves", "import_pollux_profile", "import_sia_profile", "import_sia_seed",
+    "CalibratedThroughput", "read_calibration", "write_calibration", "LEARNING_CURVE_SCHEMA",
+    "MEASUREMENT_SCHEMA", "CalibrationWarning", "learning_curves_from_rows", "measurements_from_rows",
+    "read_learning_curves", "read_measurements", "validate_learning_curves", "validate_measurements",
+    "write_learning_curves", "write_measurements",
+]

@@ -1,0 +1,149 @@
+"""Run one sweep cell: build its cluster and workload, simulate, summarize.
+
+A cell's result depends only on its parameters (:attr:`Cell.params`): the workload comes from
+``numpy.random.Generator(PCG64(seed))`` and the engine is deterministic.  Only the timing
+columns (:data:`TIMING_COLUMNS`) differ between runs.
+
+Loads (``load_unit``) of a generated workload:
+
+* ``jobs_per_hour``: the Poisson arrival rate.
+* ``jobs_per_hour_per_node``: rate = load x nodes, so bigger clusters get proportionally more.
+* ``utilization``: offered load as a share of the cluster's GPUs: rate = load x total GPUs x 3600
+  / mean(GPUs x duration) of the cell's own jobs (durations on the reference GPU type).  The
+  generator draws sizes and durations after the arrival gaps from the same stream, and the gaps
+  scale with the rate, so a seed gives the same jobs at every load (only arrivals stretch).
+
+A trace cell replays a job table: ``jobs`` keeps its first N jobs; ``load`` (unit ``scale``)
+divides every arrival time by the load (2 = arrivals twice as dense).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from .spec import Cell
+
+__all__ = ["CellOutcome", "run_cell", "run_cell_safe", "build_workload", "TIMING_COLUMNS",
+           "PARAM_COLUMNS"]
+
+#: summary columns that measure the run rather than its result (they differ between runs)
+TIMING_COLUMNS = ("wall_seconds", "mean_decision_ms", "p99_decision_ms", "cell_wall_s",
+                  "finished_at", "host", "pid")
+
+#: cell parameters copied into the summary row, in this order
+PARAM_COLUMNS = ("policy", "policy_label", "policy_params", "cluster", "nodes", "total_gpus",
+                 "workload", "trace", "jobs", "load", "load_unit", "sizes", "durations", "seed",
+                 "round_s", "restart_delay_s")
+
+
+@dataclass
+class CellOutcome:
+    """What a worker sends back: a summary row and per-job table, or the error."""
+
+    cell_id: str
+    label: str
+    ok: bool
+    row: dict | None = None
+    jobs: pa.Table | None = None
+    error: str | None = None
+    traceback: str | None = None
+    wall_s: float = 0.0
+
+
+@lru_cache(maxsize=1)
+def _oracle():
+    from ..throughput import TableThroughput
+    return TableThroughput.builtin()
+
+
+def _cluster(cell: Cell):
+    from ..cluster import load_cluster
+    if "cluster" in cell.paths:
+        return load_cluster(Path(cell.paths["cluster"]))
+    return load_cluster(cell.params["cluster"])
+
+
+def build_workload(cell: Cell, cluster, oracle):
+    """The cell's job table and its arrival rate in jobs/hour (NaN for traces)."""
+    from ..jobs import JobTable
+    from ..workload import generate_workload
+
+    p = cell.params
+    if p["workload"] == "trace":
+        table = JobTable.read(cell.paths["trace"])
+        t = table.table
+        if p["jobs"] is not None and p["jobs"] < t.num_rows:
+            t = t.slice(0, p["jobs"])
+        if p["load"] is not None and p["load"] != 1.0:
+            i = t.schema.get_field_index("arrival_s")
+            arr = t.column(i).to_numpy() / p["load"]
+            t = t.set_column(i, t.schema.field(i), pa.array(arr, pa.float64()))
+        return JobTable(t, table.source), float("nan")
+    n, load, seed = int(p["jobs"]), float(p["load"]), int(p["seed"])
+    kw = dict(sizes=p["sizes"], durations=p["durations"], throughput=oracle)
+    unit = p["load_unit"]
+    if unit == "jobs_per_hour":
+        rate = load
+    elif unit == "jobs_per_hour_per_node":
+        rate = load * cluster.n_nodes
+    elif unit == "utilization":
+        probe = generate_workload(n, 1.0, seed, **kw)
+        gpu_s = float(np.mean(probe.gpus.astype(float) * probe.duration_s))
+        rate = load * cluster.total_gpus * 3600.0 / gpu_s
+    else:
+        from ..errors import ConfigError
+        raise ConfigError(f"unknown load unit {unit!r}")
+    return generate_workload(n, rate, seed, **kw), rate
+
+
+def run_cell(cell: Cell) -> tuple[dict, pa.Table]:
+    """Simulate one cell; returns its summary row and per-job results table."""
+    from ..engine import EngineConfig, simulate
+    from ..metrics import jobs_table, summary
+    from ..policies import get_policy
+
+    t0 = time.perf_counter()
+    p = cell.params
+    oracle = _oracle()
+    cluster = _cluster(cell)
+    table, rate = build_workload(cell, cluster, oracle)
+    policy = get_policy(p["policy"], **p["policy_params"])
+    config = EngineConfig(round_s=p["round_s"], restart_delay_s=p["restart_delay_s"])
+    result = simulate(cluster, table, policy, oracle, config)
+    metrics = summary(result)
+    jobs = jobs_table(result)
+    row = {"cell_id": cell.id, "label": cell.label}
+    for k in PARAM_COLUMNS:
+        row[k] = json.dumps(p[k], sort_keys=True) if k == "policy_params" else p[k]
+    row["jobs"] = int(len(table))
+    row["rate_jobs_per_hour"] = rate
+    for k, v in metrics.items():
+        if k not in row:
+            row[k] = v
+    row["cell_wall_s"] = time.perf_counter() - t0
+    row["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    row["host"] = socket.gethostname()
+    row["pid"] = os.getpid()
+    return row, jobs
+
+
+def run_cell_safe(cell: Cell) -> CellOutcome:
+    """:func:`run_cell` with any exception turned into a failed outcome (errors are data)."""
+    t0 = time.perf_counter()
+    try:
+        row, jobs = run_cell(cell)
+    except Exception as exc:  # noqa: BLE001  (a failed cell is recorded, the sweep goes on)
+        return CellOutcome(cell.id, cell.label, False, error=f"{type(exc).__name__}: {exc}",
+                           traceback=traceback.format_exc(), wall_s=time.perf_counter() - t0)
+    return CellOutcome(cell.id, cell.label, True, row=row, jobs=jobs,
+                       wall_s=time.perf_counter() - t0)
