@@ -242,6 +242,7 @@ def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineCon
     kernel = _Kernel(cluster, jobs, round_s, policy.triggers)
     n = len(jobs)
     used_types = np.zeros(n, np.int64)
+    scale_applied = np.ones(n)
     timeline = Timeline()
     latencies: list[float] = []
     frag_idle_while_waiting: list[int] = []
@@ -268,7 +269,8 @@ def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineCon
             t_call = time.perf_counter()
             plan = policy.schedule(state)
             latencies.append(time.perf_counter() - t_call)
-            _apply_plan(kernel, state, plan, oracle, cluster, used_types, policy.name)
+            _apply_plan(kernel, state, plan, oracle, cluster, used_types, scale_applied,
+                        policy.name)
             wakeup = plan.wakeup
         used, n_q, n_r, n_done, next_arrival, _ = kernel.counters()
         timeline.time.append(now)
@@ -319,13 +321,17 @@ def _snapshot(kernel: _Kernel, cluster: Cluster, jobs: JobSpecs) -> SchedState:
 
 
 def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster: Cluster,
-                used_types: np.ndarray, policy_name: str) -> None:
+                used_types: np.ndarray, scale_applied: np.ndarray, policy_name: str) -> None:
     k = len(state.active)
     if plan.indptr.shape != (k + 1,):
         raise SimError(f"policy {policy_name} returned a plan for {plan.indptr.shape[0] - 1} jobs, "
                        f"expected {k}")
     changed = changed_jobs(state.pl_indptr, state.pl_nodes, state.pl_counts,
                            plan.indptr, plan.nodes, plan.counts)
+    scale = _rate_scale(plan, k, policy_name)
+    if scale is not None:
+        placed = plan.indptr[1:] > plan.indptr[:-1]
+        changed |= placed & (scale != scale_applied[state.active])
     idx = np.flatnonzero(changed)
     if idx.size:
         lo, hi = plan.indptr[idx], plan.indptr[idx + 1]
@@ -342,10 +348,36 @@ def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster:
         if on.any():
             rates[on] = oracle.rates(state.jobs.model[ids[on]], ngpu[on], n_nodes[on], mask[on],
                                      min_speed[on], cluster.gpu_types)
+            _check_rates(rates, on, ids, mask, cluster, policy_name, state.now)
+            if scale is not None:
+                rates[on] *= scale[idx[on]]
+                scale_applied[ids[on]] = scale[idx[on]]
+            else:
+                scale_applied[ids[on]] = 1.0
         used_types[ids] |= mask
         kernel.apply(ids, sub_indptr, sub_nodes, sub_counts, rates)
     if plan.wakeup is not None and plan.wakeup > state.now:
         kernel.set_timer(plan.wakeup)
+
+
+def _rate_scale(plan: Plan, k: int, policy_name: str) -> np.ndarray | None:
+    if plan.rate_scale is None:
+        return None
+    scale = np.asarray(plan.rate_scale, float)
+    if scale.shape != (k,):
+        raise SimError(f"policy {policy_name}: rate_scale has shape {scale.shape}, expected ({k},)")
+    if not (np.all(scale > 0) and np.all(np.isfinite(scale))):
+        raise SimError(f"policy {policy_name}: rate_scale must be finite and > 0")
+    return scale
+
+
+def _check_rates(rates, on, ids, mask, cluster: Cluster, policy_name: str, now: float) -> None:
+    bad = np.flatnonzero(on & ~(rates > 0))
+    if bad.size:
+        i = int(bad[0])
+        types = [t for b, t in enumerate(cluster.gpu_types) if (int(mask[i]) >> b) & 1]
+        raise SimError(f"policy {policy_name} placed job {int(ids[i])} at t={now} on GPU types "
+                       f"{'|'.join(types)} where its throughput is 0 (the model cannot run there)")
 
 
 def _progress(total: int, enabled: bool, name: str):

@@ -63,9 +63,16 @@ class SchedState:
 class Plan:
     """A policy's answer: the full target placement of the active jobs (CSR aligned
     with ``SchedState.active``; an empty range means no GPUs), plus an optional
-    time at which the policy wants to be asked again."""
+    time at which the policy wants to be asked again.
+
+    ``rate_scale`` (optional, float64 aligned with ``active``, > 0) multiplies each
+    job's oracle rate: statistical efficiency of a batch size, stragglers, and the
+    like.  A job whose scale changes while its placement stays keeps running at the
+    new rate without a restart.  None means 1 for every job.
+    """
 
     indptr: np.ndarray
     nodes: np.ndarray
     counts: np.ndarray
     wakeup: float | None = None
+    rate_scale: np.ndarray | None = None

@@ -34,6 +34,7 @@ class RefJob:
         self.run_seconds = 0.0
         self.restarts = 0
         self.version = 0
+        self.scale = 1.0
 
     @property
     def ngpu(self):
@@ -174,13 +175,33 @@ def _state(now, reasons, cluster, jobs, js):
         pl_counts=np.array(counts, np.int32))
 
 
+def _oracle_rate(state, i, placement, oracle, cluster):
+    ip = np.array([0, len(placement)], np.int64)
+    ng, nn, mask, ms = placement_summary(ip, np.array([x for x, _ in placement], np.int32),
+                                         np.array([c for _, c in placement], np.int32),
+                                         cluster.node_type, cluster.node_speed)
+    return float(oracle.rates(state.jobs.model[[i]], ng, nn, mask, ms, cluster.gpu_types)[0])
+
+
 def _apply(now, state, plan, js, used, cap, oracle, cluster, push):
     changes = []
+    scales = {}
     for a, i in enumerate(state.active):
         new = [(int(plan.nodes[k]), int(plan.counts[k]))
                for k in range(plan.indptr[a], plan.indptr[a + 1])]
+        scale = 1.0 if plan.rate_scale is None else float(plan.rate_scale[a])
         if new != js[i].placement:
             changes.append((int(i), new))
+            scales[int(i)] = scale
+        elif new and plan.rate_scale is not None and scale != js[i].scale:
+            # same placement, new rate: no restart
+            job = js[i]
+            job.accrue(now)
+            job.rate = _oracle_rate(state, i, new, oracle, cluster) * scale
+            job.scale = scale
+            job.version += 1
+            push(max(job.resume_at, now) + max(job.remaining, 0.0) / job.rate, EV_COMPLETION, i,
+                 job.version)
     for i, new in changes:                      # release first
         job = js[i]
         job.accrue(now)
@@ -209,11 +230,8 @@ def _apply(now, state, plan, js, used, cap, oracle, cluster, push):
         else:
             job.restarts += 1
             job.resume_at = now + job.delay
-        ip = np.array([0, len(new)], np.int64)
-        ng, nn, mask, ms = placement_summary(ip, np.array([x for x, _ in new], np.int32),
-                                             np.array([c for _, c in new], np.int32),
-                                             cluster.node_type, cluster.node_speed)
-        rate = float(oracle.rates(state.jobs.model[[i]], ng, nn, mask, ms, cluster.gpu_types)[0])
+        rate = _oracle_rate(state, i, new, oracle, cluster) * scales[i]
+        job.scale = scales[i]
         job.rate = rate
         job.version += 1
         begin = max(job.resume_at, now)

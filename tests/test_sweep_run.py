@@ -109,7 +109,7 @@ def test_failed_cell_is_recorded_with_its_error_and_retried(tmp_path):
     doc = {"name": "tr", "grid": {"policy": ["fifo", "sjf"], "nodes": [1, 2], "load": [1.0]},
            "cluster": {"gpus_per_node": 4}, "workload": {"trace": "jobs.csv"}}
     spec = parse_spec(doc, base_dir=tmp_path)
-    report = run_sweep(spec, tmp_path / "o", workers=1)
+    report = run_sweep(spec, tmp_path / "o", engine=SerialEngine())
     assert (report.done, report.failed) == (2, 2)      # 8-GPU job on a 4-GPU cluster
     fails = SweepStore(tmp_path / "o").failures().to_pylist()
     assert {f["nodes"] for f in fails} == {1}

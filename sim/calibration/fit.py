@@ -13,7 +13,8 @@ Two models (algorithms.md §5.5 and §4.3); ``b`` is the per-GPU (atomic) batch,
     T_iter(s)     = s * T_compute + T_step                (s gradient-accumulation steps)
 
 fitted, as in Pollux, to the step time and to the accumulation-step time ``step - sync`` (when
-``sync_time_s`` is measured) in log space, with Pollux's regularizers ``1e-3 (gamma - 1)^2`` and
+``sync_time_s`` is measured; the update is part of the synchronising step, as in Pollux's
+profiles) in log space, with Pollux's regularizers ``1e-3 (gamma - 1)^2`` and
 ``1e-2 ((beta_n / alpha_n)^2 + (beta_r / alpha_r)^2)`` and bounds ``[1e-8, inf)``, ``[1, 10]``.
 
 **Hops iteration time** (:class:`HopsParams`; Hops eq. 1-4, expectation form)::
@@ -26,7 +27,8 @@ fitted, as in Pollux, to the step time and to the accumulation-step time ``step 
     pattern 1:  T_iter = max(T_d, max(T_b + Tc_no, T_c) + T_u) + T_f + T_w
     pattern 2:  T_iter = T_d + max(T_b + Tc_no, T_c) + T_u + T_f + T_w
 
-fitted to the step time, the step time without synchronisation (``T_c = T_w = 0``) and, where
+fitted to the step time, the accumulation-step time ``step - sync`` (no communication, wait or
+update: ``T_c = T_w = T_u = 0``) and, where
 measured, the forward, backward, update and data times.  The pattern is chosen by the lower cost
 when data times are measured (Hops' profiler picks it); without them ``T_d`` is folded into the
 compute terms and pattern 2 is used.  Hops' mixture of cache hits and misses (eq. 3-4) is not
@@ -255,19 +257,20 @@ def hops_iter_time(th, local_bsz, n_nodes, n_gpus, accum_steps=0, *, pattern=2, 
                    sync=True) -> np.ndarray:
     """Vectorized Hops iteration time (``th`` in :attr:`HopsParams.names` order).
 
-    With ``accum_steps = s`` the job runs ``s`` steps without synchronisation first (as Pollux).
+    ``sync=False`` gives a gradient-accumulation step (no communication, wait or update).  With
+    ``accum_steps = s`` the job runs ``s`` accumulation steps before each full one (as Pollux).
     ``pattern`` may be an array (one per row).
     """
     c = hops_components(th, local_bsz, n_nodes, n_gpus, nonoverlap)
     tf, tb, tu, td = c["forward"], c["backward"], c["update"], c["data"]
-    tc = c["comm"] if sync else 0.0 * c["comm"]
-    tw = c["wait"] if sync else 0.0 * c["wait"]
+    pat1 = np.asarray(pattern) == 1
+    nos = np.where(pat1, np.maximum(td, tb) + tf, td + tb + tf)        # accumulation step
+    if not sync:
+        return nos
+    tc, tw = c["comm"], c["wait"]
     bc = np.maximum(tb + nonoverlap * tc, tc)
-    p1 = np.maximum(td, bc + tu) + tf + tw
-    p2 = td + bc + tu + tf + tw
-    out = np.where(np.asarray(pattern) == 1, p1, p2)
+    out = np.where(pat1, np.maximum(td, bc + tu) + tf + tw, td + bc + tu + tf + tw)
     if np.any(np.asarray(accum_steps) != 0):
-        nos = np.where(np.asarray(pattern) == 1, np.maximum(td, tb + tu) + tf, td + tb + tu + tf)
         out = out + np.asarray(accum_steps, float) * nos
     return out
 
@@ -577,11 +580,15 @@ def fit_hops(obs: Observations, *, nonoverlap: float = 0.2, pattern: int | None 
                    float(np.median(extra[sm])) * 1.5 if sm.any() else _LO,
                    float(np.median(extra[mn])) if mn.any() else _LO])
     free = [True] * 9
+    one_sync = (obs.n_gpus == 1) & np.isfinite(obs.sync)
     if has["update"]:
         x0[3] = max(float(np.nanmedian(obs.update)), 1e-6)
-    else:
+    elif one_sync.any():
+        x0[3] = max(float(np.median(obs.sync[one_sync])), 1e-6)     # on one GPU, sync = update
+    elif not cov["has_sync"]:
         free[3] = False
-        pinned["u"] = "no update_s measured: the update time T_u is folded into the compute intercept a_c"
+        pinned["u"] = ("no update_s or sync_time_s measured: the update time T_u is folded into the "
+                       "compute terms")
     if has["data"]:
         d_ok = np.isfinite(obs.data)
         x0[4] = max(float(np.median(obs.data[d_ok])), 1e-6)

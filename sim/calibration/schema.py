@@ -22,10 +22,12 @@ placement        list<int32>    yes      GPUs on each server (length n_nodes, su
 local_bsz        int32          no       per-GPU batch of one forward/backward pass, >= 1
 step_time_s      float64        no       one optimizer step (iteration) including gradient
                                          synchronisation and update, > 0
-sync_time_s      float64        yes      gradient synchronisation not hidden behind compute:
-                                         the step time minus that of a step without
-                                         synchronisation (a gradient-accumulation step),
-                                         0 <= sync_time_s <= step_time_s
+sync_time_s      float64        yes      what synchronising adds: the step time minus that of a
+                                         gradient-accumulation step (forward and backward
+                                         without gradient synchronisation or optimizer update),
+                                         0 <= sync_time_s <= step_time_s; it includes the
+                                         update, as in Pollux's and Sia's profiles (on one GPU
+                                         it is the update time)
 data_time_s      float64        yes      waiting for the input pipeline, >= 0
 forward_s        float64        yes      forward pass (with the loss), >= 0
 backward_s       float64        yes      backward pass, >= 0
@@ -108,7 +110,7 @@ MEASUREMENT_SCHEMA = pa.schema([
     _f("placement", pa.list_(pa.int32()), True, "GPUs per server"),
     _f("local_bsz", pa.int32(), False, "per-GPU batch of one pass, >= 1"),
     _f("step_time_s", pa.float64(), False, "optimizer step incl. sync and update, s, > 0"),
-    _f("sync_time_s", pa.float64(), True, "non-overlapped gradient sync, s"),
+    _f("sync_time_s", pa.float64(), True, "step time minus accumulation-step time, s"),
     _f("data_time_s", pa.float64(), True, "data loading wait, s"),
     _f("forward_s", pa.float64(), True, "forward pass, s"),
     _f("backward_s", pa.float64(), True, "backward pass, s"),

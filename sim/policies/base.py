@@ -71,7 +71,7 @@ class Policy:
         plan = self.place(state, order, want)
         wake = self.next_wakeup(state)
         if wake is not None:
-            plan = Plan(plan.indptr, plan.nodes, plan.counts, wake)
+            plan = Plan(plan.indptr, plan.nodes, plan.counts, wake, plan.rate_scale)
         return plan
 
     def next_wakeup(self, state: SchedState) -> float | None:

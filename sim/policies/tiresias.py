@@ -41,6 +41,7 @@ different JobSpecs or time goes backwards.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -164,8 +165,7 @@ class Tiresias(Policy):
         lens = np.diff(plan.indptr)
         after = np.bincount(np.repeat(np.arange(len(lens)), lens), weights=plan.counts,
                             minlength=len(lens)).astype(np.int64)
-        wake = self.next_wakeup(state, after)
-        return Plan(plan.indptr, plan.nodes, plan.counts, wake)
+        return replace(plan, wakeup=self.next_wakeup(state, after))
 
     def next_wakeup(self, state: SchedState, ngpu: np.ndarray | None = None) -> float | None:
         """The exact next demotion or promotion time, or None.

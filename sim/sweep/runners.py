@@ -85,8 +85,7 @@ class PoolEngine:
         methods = mp.get_all_start_methods()
         ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
         if ctx.get_start_method() == "forkserver":
-            ctx.set_forkserver_preload(["sim.sweep.cells", "sim.engine", "sim.metrics",
-                                        "sim.policies"])
+            ctx.set_forkserver_preload(["sim.sweep._warm"])
         self._ex = cf.ProcessPoolExecutor(self.workers, mp_context=ctx)
 
     def __exit__(self, *exc):

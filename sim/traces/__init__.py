@@ -37,11 +37,17 @@ from typing import Callable
 from ..errors import ConfigError, TraceError
 from .common import FRACTIONAL_POLICIES, TRACE_MODEL, TraceLoad, TraceReport
 from .nodes import ClusterLoad, read_openb_nodes, read_pai_machines, read_philly_machines, read_spot_nodes
-from .replay import fit_to_cluster, replay, replay_oracle
 
 __all__ = ["read_trace", "read_nodes", "detect_format", "TraceLoad", "TraceReport", "ClusterLoad",
            "TRACE_MODEL", "FRACTIONAL_POLICIES", "JOB_FORMATS", "NODE_FORMATS", "replay_oracle",
            "fit_to_cluster", "replay"]
+
+
+def __getattr__(name):          # the replay helpers import the throughput model (numba): load lazily
+    if name in ("replay_oracle", "fit_to_cluster", "replay"):
+        import importlib
+        return getattr(importlib.import_module(".replaying", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _philly_table(path, **kw):

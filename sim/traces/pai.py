@@ -141,14 +141,20 @@ def read_pai(task_table, job_table=None, *, skip_invalid: bool = False, fraction
         jobs = pa.concat_tables(j_parts) if j_parts else None
         if jobs is None:
             raise TraceError("no job rows", file=str(job_path))
-        dup = pc.value_counts(jobs.column("job_name").combine_chunks())
-        if len(dup) != jobs.num_rows:
-            cnt = dup.field("counts").to_numpy()
-            name = dup.field("values")[int(np.argmax(cnt))].as_py()
-            r = int(pc.index(jobs.column("job_name"), name).as_py())
-            jr = int(jobs.column("job_row")[r].as_py())
-            raise TraceError(f"job_name {name!r} appears more than once in the job table", file=str(job_path),
-                             row=jr, field="job_name")
+        names_np = jobs.column("job_name").to_numpy()
+        _, first = np.unique(names_np, return_index=True)
+        dup = np.ones(len(names_np), bool)
+        dup[first] = False
+        if dup.any():
+            jrows = jobs.column("job_row").to_numpy()
+            k = int(np.flatnonzero(dup)[0])
+            err = TraceError(f"job_name {names_np[k]!r} appears more than once in the job table (line "
+                             f"{int(jrows[k]) + (2 if _has_header(job_path, PAI_JOB_COLUMNS) else 1)})",
+                             file=str(job_path), row=int(jrows[k]), field="job_name")
+            if not skip_invalid:
+                raise err
+            report.skip("duplicate job_name", jrows[dup], str(err))
+            jobs = jobs.filter(pa.array(~dup))
         merged = jobs.join(agg, keys="job_name", join_type="left outer", use_threads=False)
         merged = merged.sort_by("job_row")
         rows = merged.column("job_row").to_numpy()
