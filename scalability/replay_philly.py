@@ -33,7 +33,7 @@ from sim.traces import read_trace, replay
 SHARED = Path(os.environ.get("CLUSTERSIM_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 DEFAULT_TRACE = SHARED / "traces" / "philly" / "philly_jobs_pollux.parquet"
 KEYS = ("n_jobs", "avg_jct_s", "median_jct_s", "p99_jct_s", "avg_wait_s", "p99_wait_s", "makespan_s", "utilization",
-        "frag_idle_gpus", "frag_fgd_gpus", "decisions", "mean_decision_ms", "sim_wall_s")
+        "frag_idle_gpus", "frag_fgd_gpus", "decisions", "mean_decision_ms", "sim_wall_s", "sim_cpu_s")
 
 
 def main(argv=None) -> int:

@@ -63,6 +63,7 @@ __all__ = [
 
 KINDS = ("pollux", "hops")
 _LO = 1e-8                 # lower bound of positive parameters (Pollux)
+_HI = 1e4                  # upper bound of times in seconds (keeps the search finite)
 _SVD_TOL = 1e-6            # relative singular value below which a direction is unidentified
 
 
@@ -382,8 +383,7 @@ class _Problem:
 
     def bounds(self):
         lo = np.where(self.log, np.log(np.maximum(self.lo, _LO)), self.lo)[self.free]
-        hi = np.where(self.log, np.where(np.isfinite(self.hi), np.log(np.maximum(self.hi, _LO)), np.inf),
-                      self.hi)[self.free]
+        hi = np.where(self.log, np.log(np.clip(self.hi, _LO, _HI)), self.hi)[self.free]
         return lo, hi
 
 
@@ -408,8 +408,10 @@ def _solve_inner(problem: _Problem, residuals, starts: Iterable[np.ndarray]):
     if not problem.free.any():
         x = problem.x_full.copy()
         return x, None
+    inner_lo = lo + 1e-9 * (np.abs(lo) + 1)
+    inner_hi = hi - 1e-9 * (np.abs(hi) + 1)
     for x0 in starts:
-        z0 = np.clip(problem.to_z(x0), lo + 1e-9 * (np.abs(lo) + 1), np.where(np.isfinite(hi), hi - 1e-9 * (np.abs(hi) + 1), hi))
+        z0 = np.clip(problem.to_z(x0), inner_lo, inner_hi)
 
         def fun(z):
             return residuals(problem.to_x(z))
@@ -446,8 +448,12 @@ def _identifiability(problem: _Problem, result, n_data: int, x: np.ndarray, labe
     for i in np.flatnonzero(s < _SVD_TOL * s[0]):
         v = np.abs(vt[i])
         involved = [names[j] for j in np.flatnonzero(v > 0.3)] or [names[int(np.argmax(v))]]
-        out.append(f"{label}: {' and '.join(involved)} cannot be separated by these measurements "
-                   f"(near-null direction of the fit's Jacobian); their individual values are arbitrary")
+        if len(involved) == 1:
+            out.append(f"{label}: {involved[0]} is not determined by these measurements (the fit does not "
+                       f"depend on it near the optimum); its value is arbitrary")
+        else:
+            out.append(f"{label}: {' and '.join(involved)} cannot be separated by these measurements "
+                       f"(near-null direction of the fit's Jacobian); their individual values are arbitrary")
     return out
 
 
@@ -503,7 +509,15 @@ def fit_pollux(obs: Observations, *, emit_warnings: bool = True) -> FitResult:
         pinned["alpha_c"] = (f"only one batch size (b={int(cov['batches'][0])}) measured: the fixed and "
                              f"per-sample compute times cannot be separated; alpha_c pinned to half the "
                              f"compute time (Pollux's rule)")
-    if not cov["multi_node"]:
+    if not cov["any_multi"]:
+        free[2:] = [False] * 5
+        x0[2:6] = _LO
+        x0[6] = 1.0
+        for p in names[2:]:
+            pinned[p] = ("no multi-GPU measurement: no network time can be fitted; alpha_r = beta_r = 0, "
+                         "alpha_n, beta_n = 1.1 x those (prior), gamma = 1, so multi-GPU predictions assume "
+                         "perfect scaling (optimistic)")
+    elif not cov["multi_node"]:
         free[2] = free[3] = False
         x0[2] = x0[3] = _LO
         pinned["alpha_n"] = pinned["beta_n"] = ("no multi-node measurement: set after the fit by the prior "
@@ -512,21 +526,17 @@ def fit_pollux(obs: Observations, *, emit_warnings: bool = True) -> FitResult:
         free[3] = False
         x0[3] = _LO
         pinned["beta_n"] = "no multi-node measurement with more than 2 GPUs: retrogression beta_n pinned to 0"
-    if not cov["single_multi"]:
+    if cov["any_multi"] and not cov["single_multi"]:
         free[4] = free[5] = False
         x0[4] = x0[5] = _LO
         pinned["alpha_r"] = pinned["beta_r"] = ("no single-node multi-GPU measurement: intra-node network "
                                                 "time pinned to 0 (optimistic)")
-    elif not cov["single_gt2"]:
+    elif cov["any_multi"] and not cov["single_gt2"]:
         free[5] = False
         x0[5] = _LO
         pinned["beta_r"] = "no single-node measurement with more than 2 GPUs: retrogression beta_r pinned to 0"
-    if not cov["any_multi"]:
-        free[6] = False
-        x0[6] = 1.0
-        pinned["gamma"] = "no multi-GPU measurement: overlap gamma pinned to 1 (no overlap)"
     problem = _Problem(names, x0, free, log=[True] * 6 + [False], lo=[_LO] * 6 + [1.0],
-                       hi=[np.inf] * 6 + [10.0])
+                       hi=[_HI] * 6 + [10.0])
     n_acc, n_step = int(acc_ok.sum()), obs.n
     w_acc = 1.0 / math.sqrt(max(n_acc, 1))
     w_step = 1.0 / math.sqrt(n_step)
@@ -630,7 +640,7 @@ def fit_hops(obs: Observations, *, nonoverlap: float = 0.2, pattern: int | None 
             pinned["c_net"] = "no multi-node measurement: set after the fit by the prior c_net = 1.1 c_link"
     x0[6] = 1e-6 if free[6] else x0[6]
     problem = _Problem(names, x0, free, log=[True, True, False] + [True] * 6,
-                       lo=[_LO, _LO, 0.0] + [_LO] * 6, hi=[np.inf, np.inf, 1.0] + [np.inf] * 6)
+                       lo=[_LO, _LO, 0.0] + [_LO] * 6, hi=[_HI, _HI, 1.0] + [_HI] * 6)
     b, nn, k = obs.local_bsz, obs.n_nodes, obs.n_gpus
     comp_obs = {c: (np.isfinite(getattr(obs, c)), getattr(obs, c)) for c in ("forward", "backward", "update", "data")
                 if has[c]}

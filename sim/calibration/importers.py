@@ -2,7 +2,10 @@
 
 * **Gavel** throughput JSON (``simulation_throughputs.json``; stanford-futuredata/gavel, MIT):
   ``{gpu_type: {"('<job type>', k)": {"null": steps_per_s, ...}}}``.  One row per (GPU type, job
-  type, k) with a non-zero isolated throughput: ``step_time_s = 1 / steps_per_s``, ``n_gpus = k``,
+  type, k) with a non-zero isolated throughput.  The throughput of a k-GPU job counts the steps of
+  all k workers (it grows about k-fold with k; read as one synchronous iteration per 1/rate seconds
+  the iteration would be faster on 8 GPUs than the 1-GPU compute alone), so one synchronous
+  iteration takes ``step_time_s = k / steps_per_s`` [I: our reading of the table], ``n_gpus = k``,
   ``local_bsz`` = the ``(batch size N)`` of the job type name (1 when the name has none).  A
   ``<type>_unconsolidated`` entry is the same type with its GPUs on different servers; we record it
   as ``n_nodes = k``, one GPU per server [I: Gavel does not say how many servers], and skip its
@@ -213,7 +216,7 @@ def import_gavel(path, *, by_family: bool = False) -> pa.Table:
             name = _BATCH_RE.sub("", job).strip() if by_family else job
             rows.append(dict(model=name, gpu_type=gtype, source=f"gavel:{raw_type}", n_gpus=k,
                              n_nodes=k if spread else 1, placement=[1] * k if spread else [k],
-                             local_bsz=bsz, step_time_s=1.0 / rate))
+                             local_bsz=bsz, step_time_s=k / rate))
     if zero:
         warnings.warn(CalibrationWarning(f"{src}: skipped {zero} Gavel entries with throughput 0 "
                                          f"(the job did not run there, e.g. out of memory)"), stacklevel=2)

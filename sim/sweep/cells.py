@@ -8,10 +8,16 @@ Loads (``load_unit``) of a generated workload:
 
 * ``jobs_per_hour``: the Poisson arrival rate.
 * ``jobs_per_hour_per_node``: rate = load x nodes, so bigger clusters get proportionally more.
-* ``utilization``: offered load as a share of the cluster's GPUs: rate = load x total GPUs x 3600
-  / mean(GPUs x duration) of the cell's own jobs (durations on the reference GPU type).  The
-  generator draws sizes and durations after the arrival gaps from the same stream, and the gaps
-  scale with the rate, so a seed gives the same jobs at every load (only arrivals stretch).
+* ``utilization``: offered load as a share of the cluster's GPUs, measured over the arrival
+  window.  The rate r (jobs/s) solves  r x mean(GPUs x min(duration, n / r)) = load x total GPUs
+  for the cell's own n jobs (durations on the reference GPU type): if no job waited, the GPUs
+  busy at the end of the arrival window n / r would be about load x total GPUs.  As n grows this
+  is the classic offered load r x mean(GPUs x duration) / GPUs; with few jobs and Gavel's
+  heavy-tailed durations (days-long jobs) the classic rate leaves the cluster idle.  A load that
+  no rate reaches (n x mean GPUs < load x total GPUs: too few jobs to fill the cluster even if
+  all arrived at once) is an error.  The generator draws sizes and durations after the arrival
+  gaps from the same stream and the gaps scale with the rate, so a seed gives the same jobs at
+  every load (only arrivals stretch).
 
 A trace cell replays a job table: ``jobs`` keeps its first N jobs; ``load`` (unit ``scale``)
 divides every arrival time by the load (2 = arrivals twice as dense).
@@ -98,12 +104,42 @@ def build_workload(cell: Cell, cluster, oracle):
         rate = load * cluster.n_nodes
     elif unit == "utilization":
         probe = generate_workload(n, 1.0, seed, **kw)
-        gpu_s = float(np.mean(probe.gpus.astype(float) * probe.duration_s))
-        rate = load * cluster.total_gpus * 3600.0 / gpu_s
+        rate = window_rate(probe.gpus, probe.duration_s, load * cluster.total_gpus) * 3600.0
     else:
         from ..errors import ConfigError
         raise ConfigError(f"unknown load unit {unit!r}")
     return generate_workload(n, rate, seed, **kw), rate
+
+
+def window_rate(gpus, duration_s, busy_gpus: float) -> float:
+    """Arrival rate r (jobs/s) with r x mean(gpus x min(duration, n / r)) = busy_gpus.
+
+    The left side, mean(gpus x min(r x duration, n)), grows with r (piecewise linear), so the
+    root is found exactly on the segment between sorted breakpoints n / duration.
+    """
+    from ..errors import ConfigError
+
+    g = np.asarray(gpus, float)
+    d = np.asarray(duration_s, float)
+    n = g.size
+    target = busy_gpus * n          # sum(g x min(r d, n)) = busy x n
+    if not n or g.sum() * n <= target:
+        raise ConfigError(f"utilization load: {n} jobs of {g.mean() if n else 0:.2f} GPUs on "
+                          f"average cannot keep {busy_gpus:g} GPUs busy; use more jobs per cell "
+                          f"or a lower load")
+    # breakpoints r_i = n / d_i: for r >= r_i job i contributes g_i n, below it g_i r d_i
+    order = np.argsort(n / d)
+    r_b, g_s, d_s = (n / d)[order], g[order], d[order]
+    capped = np.concatenate([[0.0], np.cumsum(g_s * n)])          # jobs with r_i <= r
+    linear = np.concatenate([[0.0], np.cumsum((g_s * d_s)[::-1])])[::-1]   # jobs with r_i > r
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(linear > 0, (target - capped) / linear, np.inf)
+    lo = np.concatenate([[0.0], r_b])
+    hi = np.concatenate([r_b, [np.inf]])
+    ok = np.flatnonzero((lo <= r) & (r <= hi))          # segment k: the first k jobs capped
+    if ok.size:
+        return float(r[ok[0]])
+    raise AssertionError("unreachable: the target is below the maximum")
 
 
 def run_cell(cell: Cell) -> tuple[dict, pa.Table]:

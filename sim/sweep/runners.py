@@ -34,7 +34,8 @@ class SweepReport:
     skipped: int                 # finished before this run
     done: int = 0                # finished in this run
     failed: int = 0              # failed in this run
-    wall_s: float = 0.0
+    wall_s: float = 0.0          # the whole run, engine start and stop included
+    run_s: float = 0.0           # from the engine being ready to the last outcome
     engine: str = ""
     failures: list = field(default_factory=list)   # (label, error)
 
@@ -136,7 +137,8 @@ class DaskEngine:
         if self.address == "local":
             n = max(1, int(self.workers or os.cpu_count() or 1))
             self._cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                         dashboard_address=None, silence_logs=40)
+                                         dashboard_address=None, silence_logs=40,
+                                         preload=["sim.sweep._warm"])
             self._client = Client(self._cluster)
             self.name = f"dask LocalCluster ({n} worker{'s' if n > 1 else ''})"
         else:
@@ -228,7 +230,9 @@ def run_sweep(spec: SweepSpec, out, *, workers: int | None = None, dask: str | N
     """
     store = SweepStore.open(out, spec)          # refuses another sweep's folder first
     finished = store.finished_ids()
-    todo = [c for c in spec.cells if c.id not in finished]
+    # biggest cells first (jobs x nodes): fewer idle workers at the end of the sweep
+    todo = sorted((c for c in spec.cells if c.id not in finished),
+                  key=lambda c: -(c.params["jobs"] or 0) * c.params["nodes"])
     report = SweepReport(spec.name, len(spec.cells), len(spec.cells) - len(todo))
     if not todo:
         report.engine = "nothing to run"
@@ -239,6 +243,7 @@ def run_sweep(spec: SweepSpec, out, *, workers: int | None = None, dask: str | N
     try:
         with engine:
             report.engine = engine.name
+            t_ready = time.perf_counter()
             pending = list(reversed(todo))
             inflight: dict = {}
             while pending or inflight:
@@ -258,6 +263,7 @@ def run_sweep(spec: SweepSpec, out, *, workers: int | None = None, dask: str | N
                     bar.update(outcome, len(inflight))
                     if on_outcome is not None:
                         on_outcome(cell, outcome)
+            report.run_s = time.perf_counter() - t_ready
     finally:
         bar.close()
         report.wall_s = time.perf_counter() - t0

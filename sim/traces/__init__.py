@@ -24,6 +24,12 @@ spot-nodes      Alibaba 2026 spot ``node_info_df.csv``       :func:`~sim.traces.
 philly-machines revised Philly machine list                  :func:`~sim.traces.nodes.read_philly_machines`
 =============== ============================================ ======================================
 
+GPU types.  Job tables carry no GPU type, and traces record run times measured on whatever
+hardware ran them.  :data:`TRACE_GPU_TYPES` says which type each format's run times are taken
+to be measured on (our choices where the trace does not say; every reader takes
+``gpu_type=`` to change it); PAI jobs carry their own type in ``extra["gpu_type"]``; node
+lists map their type names through the tables in :mod:`sim.traces.nodes`.
+
 Replaying: :func:`replay_oracle` (recorded run times kept) and :func:`fit_to_cluster` (jobs
 larger than the cluster: error or counted skip).  See docs/traces.md.
 """
@@ -39,7 +45,7 @@ from .common import FRACTIONAL_POLICIES, TRACE_MODEL, TraceLoad, TraceReport
 from .nodes import ClusterLoad, read_openb_nodes, read_pai_machines, read_philly_machines, read_spot_nodes
 
 __all__ = ["read_trace", "read_nodes", "detect_format", "TraceLoad", "TraceReport", "ClusterLoad",
-           "TRACE_MODEL", "FRACTIONAL_POLICIES", "JOB_FORMATS", "NODE_FORMATS", "replay_oracle",
+           "TRACE_MODEL", "TRACE_GPU_TYPES", "FRACTIONAL_POLICIES", "JOB_FORMATS", "NODE_FORMATS", "replay_oracle",
            "fit_to_cluster", "replay"]
 
 
@@ -103,6 +109,13 @@ def _jobs(path, skip_invalid: bool = False, **kw):
         rep.skip(f"invalid {e.field}", [e.row], str(e))
     return TraceLoad(jobs=jt, report=rep, extra=pa.table({"job_id": jt.table.column("job_id")}))
 
+
+#: format -> GPU type its recorded run times are taken to be measured on (None: not one type -
+#: per job for PAI (extra column gpu_type), per node for openb; work in iterations for Gavel and
+#: Pollux).  Philly: the ``philly`` preset's type (our choice, the trace has none); Helios: our
+#: choice; Acme: the clusters are A100 clusters.
+TRACE_GPU_TYPES: dict[str, str | None] = {"philly": "p100", "philly-log": "p100", "helios": "v100", "acme": "a100",
+                                          "pai": None, "openb": None, "gavel": None, "pollux": None, "jobs": None}
 
 #: format -> (description, reader(path, **options) -> TraceLoad)
 JOB_FORMATS: dict[str, tuple[str, Callable]] = {

@@ -33,12 +33,12 @@ ACME_COLUMNS = ("job_id", "user", "node_num", "gpu_num", "cpu_num", "type", "sta
 
 def read_acme(path, *, skip_invalid: bool = False, tz: str | None = ACME_TZ, cpu_jobs: str = "drop",
               statuses: Iterable[str] | None = None, zero_duration: str = "drop", vc_from_type: bool = False,
-              origin="first", model: str = TRACE_MODEL) -> TraceLoad:
+              origin="first", model: str = TRACE_MODEL, gpu_type: str = TRACE_GPU_TYPE) -> TraceLoad:
     """Read an Acme ``trace_seren.csv`` / ``trace_kalos.csv``.  See the module docstring."""
     load = read_slurm_like(path, fmt="acme", fmt_name="Acme trace", optional=ACME_COLUMNS, tz=tz,
                            skip_invalid=skip_invalid, cpu_jobs=cpu_jobs, statuses=statuses,
                            zero_duration=zero_duration, vcs=None, origin=origin, model=model,
-                           trace_gpu_type=TRACE_GPU_TYPE, extra_strings=("type",))
+                           trace_gpu_type=gpu_type, extra_strings=("type",))
     if vc_from_type and "type" in load.extra.column_names:
         from ..jobs import JobTable
         t = load.jobs.table

@@ -505,7 +505,7 @@ def json_records(path, *, report: TraceReport, chunk: int = _JSON_CHUNK) -> Iter
                 except json.JSONDecodeError as exc:
                     if more():
                         continue
-                    if exc.pos >= len(buf) - 1 or "Unterminated" in exc.msg or "Expecting" in exc.msg and exc.pos >= len(buf) - 2:
+                    if exc.pos >= len(buf.rstrip()) - 1 or exc.msg.startswith("Unterminated"):
                         raise TraceError(f"truncated file: JSON element {idx} is incomplete ({exc.msg})",
                                          file=src, row=idx) from None
                     raise TraceError(f"invalid JSON in element {idx}: {exc.msg} at character "

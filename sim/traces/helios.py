@@ -17,6 +17,8 @@ Mapping choices (keyword arguments):
   their GPUs for their recorded run time, so a replay of the cluster's load keeps them).
 * ``zero_duration``: ``"drop"`` (default, counted) or ``"error"``.
 * ``vcs``: keep only these VCs.
+* ``gpu_type``: the GPU type the run times are taken to be measured on (default
+  :data:`TRACE_GPU_TYPE`).
 
 Run time: ``duration`` where given, else ``end_time - start_time``.  GPU type: not in the trace;
 :data:`TRACE_GPU_TYPE` (``v100``, our choice) is what :func:`sim.traces.replay_oracle` takes the
@@ -102,9 +104,10 @@ def read_slurm_like(path, *, fmt: str, fmt_name: str, optional: tuple, tz: str |
 
 def read_helios(path, *, skip_invalid: bool = False, tz: str | None = HELIOS_TZ, cpu_jobs: str = "drop",
                 statuses: Iterable[str] | None = None, zero_duration: str = "drop",
-                vcs: Iterable[str] | None = None, origin="first", model: str = TRACE_MODEL) -> TraceLoad:
+                vcs: Iterable[str] | None = None, origin="first", model: str = TRACE_MODEL,
+                gpu_type: str = TRACE_GPU_TYPE) -> TraceLoad:
     """Read a Helios ``cluster_log.csv``.  See the module docstring."""
     return read_slurm_like(path, fmt="helios", fmt_name="Helios cluster_log", optional=HELIOS_COLUMNS + ("jobname",),
                            tz=tz, skip_invalid=skip_invalid, cpu_jobs=cpu_jobs, statuses=statuses,
                            zero_duration=zero_duration, vcs=vcs, origin=origin, model=model,
-                           trace_gpu_type=TRACE_GPU_TYPE)
+                           trace_gpu_type=gpu_type)

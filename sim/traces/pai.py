@@ -109,17 +109,12 @@ def read_pai(task_table, job_table=None, *, skip_invalid: bool = False, fraction
         }))
     if not t_parts:
         raise TraceError("no task rows", file=str(task_path))
-    tasks = pa.concat_tables(t_parts)
-    # NaN -> null so min/max skip them
-    for c in ("start", "end", "first_start"):
-        a = tasks.column(c)
-        tasks = tasks.set_column(tasks.schema.get_field_index(c), c, pc.if_else(pc.is_nan(a), pa.scalar(None, pa.float64()), a))
-    agg = tasks.group_by("job_name", use_threads=False).aggregate([
-        ("gpus", "sum"), ("gpus_inst", "sum"), ("start", "min"), ("end", "max"), ("first_start", "min"),
-        ("row", "min"), ("gpu_type", "first"), ("gpu_type", "count_distinct")])
+    tasks = pa.concat_tables(t_parts).combine_chunks()
+    t_names = tasks.column("job_name").chunk(0) if tasks.num_rows else pa.array([], pa.string())
     bad_names = pa.concat_arrays([pc.cast(b, pa.string()) for b in bad_jobs]) if bad_jobs else pa.array([], pa.string())
 
-    # ---- jobs
+    # ---- jobs: pos[t] = index of task t's job (hash lookups in Arrow, aggregation in numpy)
+    status = user = None
     if job_table is not None:
         job_path = Path(job_table)
         report = TraceReport(str(job_path), "pai")
@@ -138,27 +133,34 @@ def read_pai(task_table, job_table=None, *, skip_invalid: bool = False, fraction
                                      "user": pc.filter(strings(cols.get("user")) if "user" in cols
                                                        else pa.array([""] * len(rows)), mk),
                                      "status": pc.filter(strings(cols["status"]), mk)}))
-        jobs = pa.concat_tables(j_parts) if j_parts else None
-        if jobs is None:
+        if not j_parts:
             raise TraceError("no job rows", file=str(job_path))
-        names_np = jobs.column("job_name").to_numpy()
-        _, first = np.unique(names_np, return_index=True)
-        dup = np.ones(len(names_np), bool)
+        jobs = pa.concat_tables(j_parts).combine_chunks()
+        line_offset = 2 if _has_header(job_path, PAI_JOB_COLUMNS) else 1
+        codes = pc.dictionary_encode(jobs.column("job_name")).chunk(0).indices.to_numpy()
+        _, first = np.unique(codes, return_index=True)
+        dup = np.ones(codes.size, bool)
         dup[first] = False
         if dup.any():
             jrows = jobs.column("job_row").to_numpy()
             k = int(np.flatnonzero(dup)[0])
-            err = TraceError(f"job_name {names_np[k]!r} appears more than once in the job table (line "
-                             f"{int(jrows[k]) + (2 if _has_header(job_path, PAI_JOB_COLUMNS) else 1)})",
-                             file=str(job_path), row=int(jrows[k]), field="job_name")
+            err = TraceError(f"job_name {jobs.column('job_name')[k].as_py()!r} appears more than once in the job "
+                             f"table (line {int(jrows[k]) + line_offset})", file=str(job_path), row=int(jrows[k]),
+                             field="job_name")
             if not skip_invalid:
                 raise err
             report.skip("duplicate job_name", jrows[dup], str(err))
             jobs = jobs.filter(pa.array(~dup))
-        merged = jobs.join(agg, keys="job_name", join_type="left outer", use_threads=False)
-        merged = merged.sort_by("job_row")
-        rows = merged.column("job_row").to_numpy()
-        line_offset = 1 if not _has_header(job_path, PAI_JOB_COLUMNS) else 2
+        j_names = jobs.column("job_name").chunk(0) if jobs.num_rows else pa.array([], pa.string())
+        n = jobs.num_rows
+        rows = jobs.column("job_row").to_numpy()
+        pos = pc.fill_null(pc.index_in(t_names, value_set=j_names), -1).to_numpy(zero_copy_only=False)
+        orphan = pos < 0
+        if orphan.any():
+            report.note(f"{int(orphan.sum())} task row(s) name a job that is not in the job table: ignored "
+                        f"(first: task row {int(tasks.column('row')[int(np.flatnonzero(orphan)[0])].as_py())})")
+        submit = jobs.column("submit").to_numpy()
+        status, user = jobs.column("status").chunk(0), jobs.column("user").chunk(0)
         report.note(f"task table {task_path}: {treport.rows} task rows read"
                     + (f", {treport.n_skipped} skipped as invalid" if treport.n_skipped else ""))
         for k, v in treport.skipped.items():
@@ -169,60 +171,89 @@ def read_pai(task_table, job_table=None, *, skip_invalid: bool = False, fraction
     else:
         report = treport
         report.format = "pai"
-        merged = agg.sort_by("row_min")
-        rows = merged.column("row_min").to_numpy()
+        enc = pc.dictionary_encode(t_names)
+        pos0 = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        trow = tasks.column("row").to_numpy()
+        first_row = np.full(len(enc.dictionary), np.iinfo(np.int64).max)
+        np.minimum.at(first_row, pos0, trow)
+        order = np.argsort(first_row, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        pos = rank[pos0]
+        j_names = pc.take(enc.dictionary, pa.array(order))
+        rows = first_row[order]
+        n = rows.size
         line_offset = None
         report.note("no job table: arrival = the job's first task start (the recorded queueing delay is lost)")
-    n = merged.num_rows
+    valid = pos >= 0
+    p = pos[valid]
+
+    def tcol(name):
+        return tasks.column(name).to_numpy()[valid]
+
+    g = np.bincount(p, weights=tcol("gpus"), minlength=n)
+    gi = np.bincount(p, weights=tcol("gpus_inst"), minlength=n)
+    has_task = np.bincount(p, minlength=n) > 0
+    s0 = np.full(n, np.inf)
+    np.fmin.at(s0, p, tcol("start"))
+    e1 = np.full(n, -np.inf)
+    np.fmax.at(e1, p, tcol("end"))
+    first_start = np.full(n, np.inf)
+    np.fmin.at(first_start, p, tcol("first_start"))
+    s0[~np.isfinite(s0)] = np.nan
+    e1[~np.isfinite(e1)] = np.nan
+    first_start[~np.isfinite(first_start)] = np.nan
+    # GPU type of the first GPU task; several types = mixed
+    tenc = pc.dictionary_encode(tasks.column("gpu_type")).chunk(0)
+    tcode = pc.fill_null(tenc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)[valid]
+    gp = tcode >= 0
+    job_type = np.full(n, -1, np.int64)
+    if gp.any():
+        uj, fi = np.unique(p[gp], return_index=True)
+        job_type[uj] = tcode[gp][fi]
+        tmin = np.full(n, np.iinfo(np.int64).max)
+        tmax = np.full(n, -1, np.int64)
+        np.minimum.at(tmin, p[gp], tcode[gp])
+        np.maximum.at(tmax, p[gp], tcode[gp])
+        mixed = (tmax >= 0) & (tmin != tmax)
+    else:
+        mixed = np.zeros(n, bool)
+    tdict = tenc.dictionary.to_pylist()
+    type_idx = pa.array(job_type + 1)
+    raw_names = pc.take(pa.array([""] + tdict, pa.string()), type_idx)
+    mapped_names = pc.take(pa.array([""] + [map_gpu_type(t, tmap) if t else "" for t in tdict], pa.string()), type_idx)
+
     chk = RowCheck(report, rows, skip_invalid, line_offset)
-    # jobs with an invalid task row
     if len(bad_names):
-        badm = pc.is_in(merged.column("job_name"), value_set=bad_names).to_numpy(zero_copy_only=False)
+        badm = pc.is_in(j_names, value_set=bad_names).to_numpy(zero_copy_only=False)
         chk.flag(badm, "invalid task row", "job_name", lambda i: "one of the job's task rows is invalid")
     if job_table is not None:
-        no_task = merged.column("gpus_sum").is_null().to_numpy(zero_copy_only=False)
-        chk.drop(no_task, "no task rows", lambda i: "the job has no row in the task table")
-        submit = merged.column("submit").to_numpy(zero_copy_only=False).astype(float)
-        status = merged.column("status")
-        user = merged.column("user")
+        chk.drop(~has_task, "no task rows", lambda i: "the job has no row in the task table")
     else:
-        submit = pc.fill_null(merged.column("first_start_min"), np.nan).to_numpy(zero_copy_only=False).astype(float)
+        submit = first_start
         chk.drop(np.isnan(submit), "never started (no task start_time)", lambda i: "no task has a start_time")
-        status = None
-        user = None
 
-    def col(name, fill=np.nan):
-        return pc.fill_null(merged.column(name), fill).to_numpy(zero_copy_only=False).astype(float)
-
-    g = col("gpus_sum", 0.0)
-    gi = col("gpus_inst_sum", 0.0)
     gpus = gi if fractional == "instance_ceil" else g
     gpu_count_checks(chk, gpus, "plan_gpu", cpu_jobs=cpu_jobs, allow_fraction=True)
     if status is not None:
         status_filter(chk, status, statuses)
-    s0, e1 = col("start_min"), col("end_max")
     chk.drop(np.isnan(s0) | np.isnan(e1), "never ran (GPU task without start_time/end_time)",
              lambda i: "a GPU task has no start_time or end_time (waiting or running when the trace ended)")
     dur = e1 - s0
     positive_work(chk, np.where(chk.ok, dur, 1.0), "end_time", zero=zero_duration)
-    mixed = col("gpu_type_count_distinct", 0.0) > 1
     chk.adjust(mixed, "mixed_gpu_types", lambda i: "GPU tasks ran on several GPU types; the first is used")
     if fractional == "instance_ceil":
         chk.adjust(g != gi, "fractional_gpus_rounded_up_per_instance",
                    lambda i: f"{g[i]:g} GPUs -> {gi[i]:g} (every instance rounded up)")
     keep = chk.done()
     mk = pa.array(keep)
-    raw_type = pc.fill_null(merged.column("gpu_type_first"), "").combine_chunks()
-    mapped = pa.array([map_gpu_type(t, tmap) if t else "" for t in pc.unique(raw_type).to_pylist()], pa.string())
-    idx = pc.index_in(raw_type, value_set=pc.unique(raw_type))
-    mapped_col = pc.take(mapped, idx)
     part = {"job_id": rows[keep], "submit": submit[keep], "gpus": gpus[keep], "duration_s": dur[keep],
-            "x_job_name": pc.filter(merged.column("job_name"), mk).combine_chunks(),
-            "x_gpus_requested": g[keep], "x_trace_gpu_type": pc.filter(raw_type, mk),
-            "x_gpu_type": pc.filter(mapped_col, mk), "x_queue_s": (s0 - submit)[keep]}
+            "x_job_name": pc.filter(j_names, mk), "x_gpus_requested": g[keep],
+            "x_trace_gpu_type": pc.filter(raw_names, mk), "x_gpu_type": pc.filter(mapped_names, mk),
+            "x_queue_s": (s0 - submit)[keep]}
     if status is not None:
-        part["x_status"] = pc.filter(status, mk).combine_chunks()
-        part["user"] = pc.filter(user, mk).combine_chunks()
+        part["x_status"] = pc.filter(status, mk)
+        part["user"] = pc.filter(user, mk)
     return build_load([part], report, skip_invalid=skip_invalid,
                       fractional="ceil" if fractional == "instance_ceil" else fractional,
                       origin=origin, calendar=False, model=model, trace_gpu_type=None,

@@ -31,6 +31,8 @@ Mapping choices (keyword arguments):
   counted by reason (``missing_times="error"`` makes the last kind invalid input instead).
 * ``zero_duration``: ``"drop"`` (default, counted) or ``"error"``.
 * ``vcs``: keep only these VCs (default all; others filtered, counted).
+* ``gpu_type``: the GPU type the run times are taken to be measured on (default
+  :data:`TRACE_GPU_TYPE`); it only matters to ``replay_oracle(speeds="relative")``.
 
 The jobs carry the recorded run time as ``duration_s`` and model :data:`~sim.traces.TRACE_MODEL`;
 Philly's GPU type is not in the trace: :data:`TRACE_GPU_TYPE` (``p100``, the ``philly`` preset's
@@ -74,7 +76,7 @@ def _vc_filter(chk: RowCheck, vc: pa.Array, vcs: Iterable[str] | None) -> None:
 
 def read_philly_table(path, *, skip_invalid: bool = False, tz: str | None = PHILLY_TZ,
                       zero_duration: str = "drop", vcs: Iterable[str] | None = None,
-                      origin="first", model: str = TRACE_MODEL) -> TraceLoad:
+                      origin="first", model: str = TRACE_MODEL, gpu_type: str = TRACE_GPU_TYPE) -> TraceLoad:
     """Read the flattened Philly job table (CSV or Parquet).  See the module docstring."""
     path = Path(path)
     report = TraceReport(str(path), "philly")
@@ -103,10 +105,10 @@ def read_philly_table(path, *, skip_invalid: bool = False, tz: str | None = PHIL
         m = pa.array(keep)
         parts.append({"job_id": rows[keep], "submit": submit[keep], "gpus": gpus[keep],
                       "duration_s": dur[keep], "vc": pc.filter(vc, m)})
-    if not parquet and tz is None:
+    if tz is None:
         report.note("times read as UTC (tz=None): no daylight-saving correction")
     return build_load(parts, report, skip_invalid=skip_invalid, origin=origin, calendar=True, model=model,
-                      trace_gpu_type=TRACE_GPU_TYPE, line_offset=None if parquet else 2)
+                      trace_gpu_type=gpu_type, line_offset=None if parquet else 2)
 
 
 # ------------------------------------------------------------------------------ raw job log
@@ -119,7 +121,7 @@ def read_philly_log(path, *, skip_invalid: bool = False, tz: str | None = PHILLY
                     attempts: str = "span", gpus_from: str = "first",
                     statuses: Iterable[str] | None = None, missing_times: str = "drop",
                     zero_duration: str = "drop", vcs: Iterable[str] | None = None,
-                    origin="first", model: str = TRACE_MODEL) -> TraceLoad:
+                    origin="first", model: str = TRACE_MODEL, gpu_type: str = TRACE_GPU_TYPE) -> TraceLoad:
     """Read Philly's raw ``cluster_job_log`` (JSON array or JSON Lines).  See the module docstring."""
     if attempts not in _ATTEMPT_CHOICES:
         raise ConfigError(f"attempts={attempts!r}: choose one of {', '.join(_ATTEMPT_CHOICES)}")
@@ -141,7 +143,7 @@ def read_philly_log(path, *, skip_invalid: bool = False, tz: str | None = PHILLY
         parts.append(_log_block(buf, report, skip_invalid, tz, attempts, gpus_from, statuses,
                                 missing_times, zero_duration, vcs))
     return build_load(parts, report, skip_invalid=skip_invalid, origin=origin, calendar=True, model=model,
-                      trace_gpu_type=TRACE_GPU_TYPE)
+                      trace_gpu_type=gpu_type)
 
 
 def _text(v):
