@@ -615,6 +615,23 @@ int sk_engine_query(sk_engine *e, int64_t n, const int64_t *ids,
     return SK_OK;
 }
 
+int sk_engine_snapshot(sk_engine *e, int64_t job_cap, int64_t entry_cap, int64_t *ids,
+                       int32_t *ngpu, double *remaining, double *attained_gpu_s,
+                       double *run_seconds, double *queued_since, int64_t *indptr,
+                       int32_t *nodes, int32_t *counts, int64_t *n_active,
+                       int64_t *n_entries) {
+    if (!e || !n_active || !n_entries) return SK_EINVAL;
+    int64_t k = e->n_active, entries = 0;
+    for (int64_t i = 0; i < k; i++) entries += e->pl_len[e->active[i]];
+    *n_active = k;
+    *n_entries = entries;
+    if (k > job_cap || entries > entry_cap) return SK_EINVAL;
+    memcpy(ids, e->active, (size_t)k * sizeof(int64_t));
+    int rc = sk_engine_query(e, k, ids, ngpu, remaining, attained_gpu_s, run_seconds, queued_since);
+    if (rc < 0) return rc;
+    return sk_engine_placements(e, k, ids, indptr, nodes, counts);
+}
+
 int64_t sk_engine_placement_size(const sk_engine *e, int64_t n, const int64_t *ids) {
     if (!e) return SK_EINVAL;
     int64_t total = 0;

@@ -110,6 +110,16 @@ int sk_engine_query(sk_engine *e, int64_t n, const int64_t *ids,
                     int32_t *ngpu, double *remaining, double *attained_gpu_s,
                     double *run_seconds, double *queued_since);
 
+/* Everything a decision needs in one call: the active jobs (in id order) with
+ * their live state and current placements (CSR, indptr has n + 1 entries).
+ * Returns SK_OK and sets *n_active and *n_entries, or SK_EINVAL with both set to
+ * the sizes needed when job_cap or entry_cap is too small. */
+int sk_engine_snapshot(sk_engine *e, int64_t job_cap, int64_t entry_cap, int64_t *ids,
+                       int32_t *ngpu, double *remaining, double *attained_gpu_s,
+                       double *run_seconds, double *queued_since, int64_t *indptr,
+                       int32_t *nodes, int32_t *counts, int64_t *n_active,
+                       int64_t *n_entries);
+
 /* Number of placement entries of the n given jobs (for sizing), then fill
  * them: indptr has n + 1 entries. */
 int64_t sk_engine_placement_size(const sk_engine *e, int64_t n, const int64_t *ids);

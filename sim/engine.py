@@ -15,7 +15,7 @@ import numpy as np
 from ._native import as_cdata, check, ffi, lib
 from .cluster import Cluster
 from .errors import ConfigError, KernelError, SimError
-from .placement import changed_jobs, placement_summary
+from .plan_diff import plan_changes
 from .state import ROUND, TIMER, JobSpecs, Plan, SchedState
 
 DONE_STATES = {0: "future", 1: "queued", 2: "running", 3: "done"}
@@ -129,6 +129,7 @@ class _Kernel:
                      "indptr": np.zeros(size + 1, np.int64)}
         self._ptr = {k: ffi.from_buffer(_CTYPE[v.dtype.str], v) for k, v in self._buf.items()}
         self._grow_placement(1024)
+        self._sizes = (ffi.new("int64_t *"), ffi.new("int64_t *"))
         self._free = np.empty(cluster.n_nodes, np.int32)
         self._ptr_free = ffi.from_buffer("int32_t[]", self._free)
 
@@ -149,32 +150,27 @@ class _Kernel:
     def step(self) -> int:
         return self._check(lib.sk_engine_step(self.ptr, self.batch), "sk_engine_step")
 
-    def active(self) -> np.ndarray:
-        k = self._check(lib.sk_engine_active(self.ptr, self.n, self._ptr["active"]), "sk_engine_active")
-        return self._buf["active"][:k].copy()
-
-    def query(self, ids: np.ndarray):
-        """Live state of the active jobs (ids must be the last active() result)."""
-        k = len(ids)
-        p = self._ptr
-        self._check(lib.sk_engine_query(self.ptr, k, p["active"], p["ngpu"], p["remaining"],
-                                        p["attained"], p["run"], p["queued_since"]),
-                    "sk_engine_query")
-        b = self._buf
-        return (b["ngpu"][:k].copy(), b["remaining"][:k].copy(), b["attained"][:k].copy(),
-                b["run"][:k].copy(), b["queued_since"][:k].copy())
-
-    def placements(self, ids: np.ndarray):
-        """Current placement CSR of the active jobs (ids must be the last active() result)."""
-        k = len(ids)
-        size = self._check(lib.sk_engine_placement_size(self.ptr, k, self._ptr["active"]),
-                           "sk_engine_placement_size")
-        if size > self._pl_nodes.shape[0]:
-            self._grow_placement(2 * size)
-        self._check(lib.sk_engine_placements(self.ptr, k, self._ptr["active"], self._ptr["indptr"],
-                                             *self._pl_ptr), "sk_engine_placements")
-        return (self._buf["indptr"][:k + 1].copy(), self._pl_nodes[:size].copy(),
-                self._pl_counts[:size].copy())
+    def snapshot(self, cluster: Cluster, jobs: JobSpecs) -> SchedState:
+        """The SchedState of the current decision point, in one kernel call."""
+        b, p = self._buf, self._ptr
+        na, ne = self._sizes
+        while True:
+            rc = lib.sk_engine_snapshot(self.ptr, b["active"].shape[0], self._pl_nodes.shape[0],
+                                        p["active"], p["ngpu"], p["remaining"], p["attained"],
+                                        p["run"], p["queued_since"], p["indptr"], *self._pl_ptr,
+                                        na, ne)
+            if rc == lib.SK_EINVAL and ne[0] > self._pl_nodes.shape[0]:
+                self._grow_placement(2 * ne[0])
+                continue
+            self._check(rc, "sk_engine_snapshot")
+            break
+        k, m = na[0], ne[0]
+        return SchedState(now=self.batch.now, reasons=self.batch.reasons, cluster=cluster,
+                          jobs=jobs, active=b["active"][:k].copy(), ngpu=b["ngpu"][:k].copy(),
+                          remaining=b["remaining"][:k].copy(), attained_gpu_s=b["attained"][:k].copy(),
+                          run_s=b["run"][:k].copy(), queued_since=b["queued_since"][:k].copy(),
+                          pl_indptr=b["indptr"][:k + 1].copy(), pl_nodes=self._pl_nodes[:m].copy(),
+                          pl_counts=self._pl_counts[:m].copy())
 
     def apply(self, ids, indptr, nodes, counts, rates) -> None:
         ids, indptr = np.ascontiguousarray(ids, np.int64), np.ascontiguousarray(indptr, np.int64)
@@ -237,87 +233,101 @@ def _validate(cluster: Cluster, jobs: JobSpecs, oracle) -> None:
 
 def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineConfig,
              job_ids: np.ndarray | None = None) -> SimResult:
+    """Run ``policy`` over resolved job specs (see :func:`job_specs`)."""
     _validate(cluster, jobs, oracle)
-    round_s = config.round_s if config.round_s is not None else (policy.round_s or 0.0)
-    kernel = _Kernel(cluster, jobs, round_s, policy.triggers)
-    n = len(jobs)
-    used_types = np.zeros(n, np.int64)
-    scale_applied = np.ones(n)
-    timeline = Timeline()
-    latencies: list[float] = []
-    frag_idle_while_waiting: list[int] = []
-    from .metrics import FGDTracker
-    fgd_weights = FGDTracker(cluster, jobs.demand).weights
-    fgd_base = np.asarray(cluster.node_type, np.int64) * fgd_weights.shape[1]
-    fgd_flat = fgd_weights.ravel()
-    fgd_values: list[float] = []
-    skippable = bool(getattr(policy, "skip_if_nothing_fits", False))
-    total_gpus = cluster.total_gpus
-    bar = _progress(n, config.progress, policy.name)
-    t0 = time.perf_counter()
-    done_before = 0
-    skipped = 0
-    status = kernel.step() if n else lib.SK_DONE
-    while status == lib.SK_DECISION:
-        now = kernel.batch.now
-        if skippable and not kernel.batch.reasons & (ROUND | TIMER) and \
-                kernel.min_queued_demand() > total_gpus - kernel.counters()[0]:
-            skipped += 1        # nothing the policy may do: no queued job fits by count
-            wakeup = None
-        else:
-            state = _snapshot(kernel, cluster, jobs)
-            t_call = time.perf_counter()
-            plan = policy.schedule(state)
-            latencies.append(time.perf_counter() - t_call)
-            _apply_plan(kernel, state, plan, oracle, cluster, used_types, scale_applied,
-                        policy.name)
-            wakeup = plan.wakeup
-        used, n_q, n_r, n_done, next_arrival, _ = kernel.counters()
-        timeline.time.append(now)
-        timeline.used_gpus.append(used)
-        timeline.queued.append(n_q)
-        timeline.running.append(n_r)
-        fgd_values.append(float(fgd_flat.take(fgd_base + kernel.node_free()).sum()))
-        if n_q > 0:
-            frag_idle_while_waiting.append(total_gpus - used)
-        if n_r == 0 and n_q > 0 and not np.isfinite(next_arrival) and wakeup is None \
-                and round_s <= 0:
-            raise SimError(f"policy {policy.name} left {n_q} jobs queued on an idle cluster at "
-                           f"t={now} with nothing left to happen")
+    return _Run(cluster, jobs, policy, oracle, config).run(job_ids)
+
+
+class _Run:
+    """One simulation: the decision loop around a kernel, and what it records."""
+
+    def __init__(self, cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineConfig):
+        from .metrics import FGDTracker
+
+        self.cluster, self.jobs, self.policy, self.oracle = cluster, jobs, policy, oracle
+        self.config = config
+        self.round_s = config.round_s if config.round_s is not None else (policy.round_s or 0.0)
+        self.kernel = _Kernel(cluster, jobs, self.round_s, policy.triggers)
+        n = len(jobs)
+        self.used_types = np.zeros(n, np.int64)
+        self.scale_applied = np.ones(n)
+        self.timeline = Timeline()
+        self.latencies: list[float] = []
+        self.idle_while_waiting: list[int] = []
+        self.fgd_values: list[float] = []
+        weights = FGDTracker(cluster, jobs.demand).weights
+        self.fgd_flat = weights.ravel()
+        self.fgd_base = np.asarray(cluster.node_type, np.int64) * weights.shape[1]
+        self.skippable = bool(getattr(policy, "skip_if_nothing_fits", False))
+        self.skipped = 0
+
+    def run(self, job_ids) -> SimResult:
+        n = len(self.jobs)
+        bar = _progress(n, self.config.progress, self.policy.name)
+        t0 = time.perf_counter()
+        done_before = 0
+        status = self.kernel.step() if n else lib.SK_DONE
+        while status == lib.SK_DECISION:
+            wakeup = self.decide()
+            n_done = self.record(wakeup)
+            if bar is not None:
+                bar.update(n_done - done_before)
+                done_before = n_done
+            status = self.kernel.step()
         if bar is not None:
-            bar.update(n_done - done_before)
-            done_before = n_done
-        status = kernel.step()
-    if bar is not None:
-        bar.update(n - done_before)
-        bar.close()
-    res = kernel.results() if n else {k: np.empty(0) for k in
-                                      ("first_start", "finish", "gpu_seconds", "run_seconds")} | {
-        "restarts": np.empty(0, np.int64), "state": np.empty(0, np.int32)}
-    unfinished = np.flatnonzero(res["state"] != 3)
-    if unfinished.size:
-        raise SimError(f"{unfinished.size} jobs did not finish (first: row {int(unfinished[0])})")
-    return SimResult(policy=policy.name, cluster=cluster, jobs=jobs,
-                     job_ids=np.arange(n) if job_ids is None else np.asarray(job_ids),
-                     first_start=res["first_start"], finish=res["finish"],
-                     gpu_seconds=res["gpu_seconds"], run_seconds=res["run_seconds"],
-                     restarts=res["restarts"], gpu_types_used=used_types, timeline=timeline,
-                     decisions=len(latencies), decision_seconds=np.asarray(latencies),
-                     skipped_decisions=skipped,
-                     wall_seconds=time.perf_counter() - t0,
-                     fragmentation={"idle_gpus_while_waiting": np.asarray(frag_idle_while_waiting),
-                                    "fgd": np.asarray(fgd_values)},
-                     model_names=tuple(getattr(oracle, "models", ())))
+            bar.update(n - done_before)
+            bar.close()
+        return self.result(job_ids, time.perf_counter() - t0)
 
+    def decide(self) -> float | None:
+        """Ask the policy (unless provably nothing can change) and apply its plan."""
+        k = self.kernel
+        if self.skippable and not k.batch.reasons & (ROUND | TIMER) and \
+                k.min_queued_demand() > self.cluster.total_gpus - k.counters()[0]:
+            self.skipped += 1
+            return None
+        state = k.snapshot(self.cluster, self.jobs)
+        t_call = time.perf_counter()
+        plan = self.policy.schedule(state)
+        self.latencies.append(time.perf_counter() - t_call)
+        _apply_plan(k, state, plan, self.oracle, self.cluster, self.used_types,
+                    self.scale_applied, self.policy.name)
+        return plan.wakeup
 
-def _snapshot(kernel: _Kernel, cluster: Cluster, jobs: JobSpecs) -> SchedState:
-    active = kernel.active()
-    ngpu, rem, att, run, qs = kernel.query(active)
-    indptr, nodes, counts = kernel.placements(active)
-    return SchedState(now=kernel.batch.now, reasons=kernel.batch.reasons, cluster=cluster,
-                      jobs=jobs, active=active, ngpu=ngpu, remaining=rem, attained_gpu_s=att,
-                      run_s=run, queued_since=qs, pl_indptr=indptr, pl_nodes=nodes,
-                      pl_counts=counts)
+    def record(self, wakeup) -> int:
+        """Timeline and fragmentation after a decision; stops a stalled run."""
+        now = self.kernel.batch.now
+        used, n_q, n_r, n_done, next_arrival, _ = self.kernel.counters()
+        tl = self.timeline
+        tl.time.append(now)
+        tl.used_gpus.append(used)
+        tl.queued.append(n_q)
+        tl.running.append(n_r)
+        self.fgd_values.append(float(self.fgd_flat.take(self.fgd_base + self.kernel.node_free()).sum()))
+        if n_q > 0:
+            self.idle_while_waiting.append(self.cluster.total_gpus - used)
+            if n_r == 0 and not np.isfinite(next_arrival) and wakeup is None and self.round_s <= 0:
+                raise SimError(f"policy {self.policy.name} left {n_q} jobs queued on an idle "
+                               f"cluster at t={now} with nothing left to happen")
+        return n_done
+
+    def result(self, job_ids, wall: float) -> SimResult:
+        n = len(self.jobs)
+        res = self.kernel.results()
+        unfinished = np.flatnonzero(res["state"] != 3)
+        if unfinished.size:
+            raise SimError(f"{unfinished.size} jobs did not finish (first: row {int(unfinished[0])})")
+        return SimResult(policy=self.policy.name, cluster=self.cluster, jobs=self.jobs,
+                         job_ids=np.arange(n) if job_ids is None else np.asarray(job_ids),
+                         first_start=res["first_start"], finish=res["finish"],
+                         gpu_seconds=res["gpu_seconds"], run_seconds=res["run_seconds"],
+                         restarts=res["restarts"], gpu_types_used=self.used_types,
+                         timeline=self.timeline, decisions=len(self.latencies),
+                         decision_seconds=np.asarray(self.latencies),
+                         skipped_decisions=self.skipped, wall_seconds=wall,
+                         fragmentation={"idle_gpus_while_waiting": np.asarray(self.idle_while_waiting),
+                                        "fgd": np.asarray(self.fgd_values)},
+                         model_names=tuple(getattr(self.oracle, "models", ())))
 
 
 def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster: Cluster,
@@ -326,22 +336,13 @@ def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster:
     if plan.indptr.shape != (k + 1,):
         raise SimError(f"policy {policy_name} returned a plan for {plan.indptr.shape[0] - 1} jobs, "
                        f"expected {k}")
-    changed = changed_jobs(state.pl_indptr, state.pl_nodes, state.pl_counts,
-                           plan.indptr, plan.nodes, plan.counts)
     scale = _rate_scale(plan, k, policy_name)
-    if scale is not None:
-        placed = plan.indptr[1:] > plan.indptr[:-1]
-        changed |= placed & (scale != scale_applied[state.active])
-    idx = np.flatnonzero(changed)
+    force = np.zeros(k, np.bool_) if scale is None else scale != scale_applied[state.active]
+    idx, sub_indptr, sub_nodes, sub_counts, ngpu, n_nodes, mask, min_speed = plan_changes(
+        state.pl_indptr, state.pl_nodes, state.pl_counts,
+        np.ascontiguousarray(plan.indptr, np.int64), np.ascontiguousarray(plan.nodes, np.int32),
+        np.ascontiguousarray(plan.counts, np.int32), force, cluster.node_type, cluster.node_speed)
     if idx.size:
-        lo, hi = plan.indptr[idx], plan.indptr[idx + 1]
-        lens = hi - lo
-        sub_indptr = np.zeros(idx.size + 1, np.int64)
-        np.cumsum(lens, out=sub_indptr[1:])
-        take = np.repeat(lo - sub_indptr[:-1], lens) + np.arange(sub_indptr[-1])
-        sub_nodes, sub_counts = plan.nodes[take], plan.counts[take]
-        ngpu, n_nodes, mask, min_speed = placement_summary(sub_indptr, sub_nodes, sub_counts,
-                                                           cluster.node_type, cluster.node_speed)
         ids = state.active[idx]
         rates = np.zeros(idx.size)
         on = ngpu > 0
@@ -349,11 +350,9 @@ def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster:
             rates[on] = oracle.rates(state.jobs.model[ids[on]], ngpu[on], n_nodes[on], mask[on],
                                      min_speed[on], cluster.gpu_types)
             _check_rates(rates, on, ids, mask, cluster, policy_name, state.now)
-            if scale is not None:
-                rates[on] *= scale[idx[on]]
-                scale_applied[ids[on]] = scale[idx[on]]
-            else:
-                scale_applied[ids[on]] = 1.0
+            applied = 1.0 if scale is None else scale[idx[on]]
+            rates[on] *= applied
+            scale_applied[ids[on]] = applied
         used_types[ids] |= mask
         kernel.apply(ids, sub_indptr, sub_nodes, sub_counts, rates)
     if plan.wakeup is not None and plan.wakeup > state.now:

@@ -49,7 +49,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError
 from .schema import (CalibrationWarning, learning_curves_from_rows, measurements_from_rows,
-                     write_learning_curves, write_measurements)
+                     read_trace_info, write_learning_curves, write_measurements)
 
 __all__ = ["MODELS", "CollectConfig", "collect", "learning_curves", "trace_info", "gpu_type_name",
            "require_torch", "default_config"]
@@ -478,6 +478,11 @@ def _nvidia_smi(field_name: str) -> str | None:
     out = subprocess.run(["nvidia-smi", f"--query-gpu={field_name}", "--format=csv,noheader"],
                          capture_output=True, text=True, timeout=20)
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+def read_info(path) -> dict:
+    """The trace information stored in a collected Parquet file."""
+    return read_trace_info(path)
 
 
 def run(cfg: CollectConfig, out: Path, *, lc_out: Path | None = None, epochs: int = 3, log=print,

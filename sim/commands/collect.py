@@ -58,3 +58,7 @@ def _collect(args) -> None:
     print(f"wrote {table.num_rows} measurements to {args.out}")
     if lc is not None:
         print(f"wrote {lc.num_rows} learning-curve rows to {args.learning_curves}")
+    info = collector.read_info(args.out)
+    print("trace info (for the README row): " + ", ".join(
+        f"{k}={info.get(k)}" for k in ("date_utc", "host", "gpus", "cpu", "torch", "cuda", "cudnn", "nccl",
+                                       "driver", "python", "clustersim") if k in info))
