@@ -43,8 +43,7 @@ class Scenario:
 
     def build(self) -> tuple[Cluster, JobTable, TableThroughput]:
         cluster = load_cluster(self.cluster)
-        oracle = (TableThroughput.from_gavel_json(self.throughputs) if self.throughputs
-                  else TableThroughput.builtin())
+        oracle = _oracle(self.throughputs)
         if self.workload == "generate":
             table = generate_workload(self.jobs, self.load, self.seed, sizes=self.sizes,
                                       durations=self.durations, throughput=oracle)
@@ -65,6 +64,16 @@ class Scenario:
             policy = get_policy(name, **params)
             results[name] = simulate(cluster, table, policy, oracle, config)
         return results
+
+
+def _oracle(path: str | None):
+    """The built-in table, a Gavel-format throughput JSON, or a calib.toml of fitted models."""
+    if not path:
+        return TableThroughput.builtin()
+    if str(path).endswith(".toml"):
+        from .calibration.oracle import CalibratedThroughput
+        return CalibratedThroughput.from_toml(path)
+    return TableThroughput.from_gavel_json(path)
 
 
 def write_outputs(results: dict[str, SimResult], outdir: Path, scenario: Scenario) -> dict:

@@ -1,14 +1,13 @@
 """calib.toml round trip and the calibrated throughput oracle (rates by hand; a real simulate run)."""
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from sim.calibration.fit import FitResult, HopsParams, PolluxParams, fit_all
+from sim.calibration.fit import FitResult, PolluxParams, fit_all
 from sim.calibration.oracle import CalibratedThroughput, calibration_toml, read_calibration, write_calibration
 from sim.calibration.schema import CalibrationWarning
 from sim.calibration.synthetic import EXAMPLE_HOPS, EXAMPLE_POLLUX, synthetic_measurements

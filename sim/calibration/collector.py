@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import os
 import platform
 import re
@@ -41,7 +40,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -463,7 +462,8 @@ def trace_info(cfg: CollectConfig, argv: Sequence[str] | None = None) -> dict:
         info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         info["cudnn"] = torch.backends.cudnn.version()
         try:
-            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+            v = torch.cuda.nccl.version()
+            info["nccl"] = ".".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
         except Exception:                  # NCCL not built in
             info["nccl"] = None
         try:

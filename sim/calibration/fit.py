@@ -328,7 +328,6 @@ def _coverage(obs: Observations) -> dict:
         single_multi=bool(np.any((nn == 1) & (k > 1))),
         multi_node_gt2=bool(np.any((nn > 1) & (k > 2))),
         single_gt2=bool(np.any((nn == 1) & (k > 2))),
-        single_counts=np.unique(k[(nn == 1) & (k > 1)]),
         any_multi=bool(np.any(k > 1)),
         has_sync=bool(np.any(np.isfinite(obs.sync))),
     )
@@ -633,7 +632,8 @@ def fit_hops(obs: Observations, *, nonoverlap: float = 0.2, pattern: int | None 
         if not cov["single_multi"]:
             free[7] = False
             x0[7] = _LO
-            pinned["c_link"] = "no single-node multi-GPU measurement: intra-node communication pinned to 0 (optimistic)"
+            pinned["c_link"] = ("no single-node multi-GPU measurement: intra-node communication pinned "
+                                "to 0 (optimistic)")
         if not cov["multi_node"]:
             free[8] = False
             x0[8] = _LO

@@ -50,7 +50,7 @@ import numpy as np
 from ..cluster import canonical_gpu_type
 from ..errors import ConfigError
 from ..throughput import DEFAULT_RESTART_DELAY_S, REFERENCE_TYPE, RELATIVE_SPEED, RESTART_DELAY_S, restart_delay_s
-from .fit import KINDS, FitResult, HopsParams, PolluxParams, hops_iter_time, params_from_dict, pollux_iter_time
+from .fit import KINDS, FitResult, PolluxParams, hops_iter_time, params_from_dict, pollux_iter_time
 
 __all__ = ["write_calibration", "read_calibration", "calibration_toml", "CalibratedThroughput", "FORMAT"]
 
@@ -244,7 +244,8 @@ class CalibratedThroughput:
         key = (t, base)
         if key in self._ratio_cache:
             return self._ratio_cache[key]
-        rs = [float(self._eval(self._fits[(m, t)], self._bsz[m], 1, 1) / self._eval(self._fits[(m, base)], self._bsz[m], 1, 1))
+        rs = [float(self._eval(self._fits[(m, t)], self._bsz[m], 1, 1)
+                    / self._eval(self._fits[(m, base)], self._bsz[m], 1, 1))
               for m in self.models if (m, t) in self._fits and (m, base) in self._fits]
         if rs:
             r = float(np.median(rs))

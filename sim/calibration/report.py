@@ -223,8 +223,7 @@ def markdown_table(summary: pa.Table, kinds: Sequence[str] = KINDS) -> str:
 def plot_predicted_vs_measured(errors: pa.Table, path, *, heldout_only: bool = True, title: str | None = None) -> Path:
     """Log-log scatter of predicted vs measured step time: one panel per (kind, GPU type)."""
     import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure          # no pyplot: no global backend or figure state
 
     d = errors.to_pydict()
     split = np.array(d["split"], dtype=object)
@@ -232,9 +231,10 @@ def plot_predicted_vs_measured(errors: pa.Table, path, *, heldout_only: bool = T
     kinds = sorted(set(np.array(d["kind"], dtype=object)[keep].tolist()))
     gpus = sorted(set(np.array(d["gpu_type"], dtype=object)[keep].tolist()))
     models = sorted(set(np.array(d["model"], dtype=object)[keep].tolist()))
-    fig, axes = plt.subplots(max(len(kinds), 1), max(len(gpus), 1), figsize=(3.2 * max(len(gpus), 1), 3.2 * max(len(kinds), 1)),
-                             squeeze=False, sharex=False, sharey=False)
-    cmap = plt.get_cmap("tab10")
+    nr, nc = max(len(kinds), 1), max(len(gpus), 1)
+    fig = Figure(figsize=(3.2 * nc, 3.2 * nr))
+    axes = fig.subplots(nr, nc, squeeze=False)
+    cmap = matplotlib.colormaps["tab10"]
     kind_a, gpu_a, model_a = (np.array(d[c], dtype=object) for c in ("kind", "gpu_type", "model"))
     meas, pred = np.asarray(d["measured_s"], float), np.asarray(d["predicted_s"], float)
     for i, k in enumerate(kinds):
@@ -275,7 +275,6 @@ def plot_predicted_vs_measured(errors: pa.Table, path, *, heldout_only: bool = T
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -289,8 +288,11 @@ def misses_table(summary: pa.Table, diagnostics: pa.Table) -> str:
         if r["meets_target"]:
             continue
         d = diag.get((r["model"], r["gpu_type"]), {})
+
+        def g(key, d=d):
+            return d.get(key, float("nan"))
         lines.append(f"| {r['model']} | {r['gpu_type']} | {r['kind']} | {_fmt(r['median_ape_placement'])} / "
                      f"{_fmt(r['p90_ape_placement'])} | {_fmt(r['median_ape_train'])} | "
-                     f"{_fmt(d.get('shape_floor_med', float('nan')))} / {_fmt(d.get('shape_floor_p90', float('nan')))} | "
-                     f"{_fmt(d.get('linear_1gpu_med', float('nan')))} | {_fmt(d.get('nonmonotone_pct', float('nan')))} |")
+                     f"{_fmt(g('shape_floor_med'))} / {_fmt(g('shape_floor_p90'))} | "
+                     f"{_fmt(g('linear_1gpu_med'))} | {_fmt(g('nonmonotone_pct'))} |")
     return "\n".join(lines)

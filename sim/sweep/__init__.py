@@ -7,7 +7,7 @@
 * :mod:`sim.sweep.plots` draws PNG plots and an HTML index from a sweep folder.
 
 ``clustersim sweep SPEC --out DIR`` (sim/commands/sweep.py) ties them together; see
-scalability/README.md for the spec format.
+scalability/specs/README.md for the spec format.
 """
 from __future__ import annotations
 

@@ -109,9 +109,11 @@ class PoolEngine:
         try:
             return fut.result()
         except cf.process.BrokenProcessPool as exc:
-            # a worker died (killed, out of memory): restart the pool, record this cell
-            self._ex.shutdown(wait=False, cancel_futures=True)
-            self._start()
+            # a worker died (killed, out of memory): record this cell; restart the pool once
+            # (the other cells in flight on the broken pool fail the same way)
+            if getattr(self._ex, "_broken", True):
+                self._ex.shutdown(wait=False, cancel_futures=True)
+                self._start()
             return CellOutcome(cell.id, cell.label, False, error=f"worker process died: {exc}")
         except Exception as exc:  # noqa: BLE001
             return CellOutcome(cell.id, cell.label, False, error=f"{type(exc).__name__}: {exc}")
@@ -246,11 +248,16 @@ def run_sweep(spec: SweepSpec, out, *, workers: int | None = None, dask: str | N
             t_ready = time.perf_counter()
             pending = list(reversed(todo))
             inflight: dict = {}
-            while pending or inflight:
+
+            def refill() -> None:
                 while pending and len(inflight) < engine.slots:
                     cell = pending.pop()
                     inflight[engine.submit(cell_fn, cell)] = cell
-                bar.update(None, len(inflight))
+
+            refill()
+            bar.update(None, len(inflight))
+            while inflight:
+                finished = []
                 for fut in engine.wait_some(inflight):
                     cell = inflight.pop(fut)
                     outcome = engine.outcome(fut, cell)
@@ -260,6 +267,9 @@ def run_sweep(spec: SweepSpec, out, *, workers: int | None = None, dask: str | N
                     else:
                         report.failed += 1
                         report.failures.append((cell.label, outcome.error))
+                    finished.append((cell, outcome))
+                refill()
+                for cell, outcome in finished:
                     bar.update(outcome, len(inflight))
                     if on_outcome is not None:
                         on_outcome(cell, outcome)

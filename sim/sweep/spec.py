@@ -1,6 +1,6 @@
 """Sweep specs: a TOML file describing a grid of simulations, parsed into cells.
 
-A spec (full reference in scalability/README.md)::
+A spec (full reference in scalability/specs/README.md)::
 
     name = "smoke"                       # identifies the sweep in its output folder
     description = "..."                  # optional
