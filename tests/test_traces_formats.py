@@ -277,3 +277,9 @@ def test_read_trace_rejects_unknown_options_and_formats():
         read_trace(FIX / "openb_node_list.csv")
     with pytest.raises(ConfigError, match="fractional"):
         read_openb_pods(FIX / "openb_pod_list.csv", fractional="floor")
+
+
+def test_detect_json_by_content(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_text((FIX / "cluster_job_log.json").read_text())
+    assert detect_format(p) == "philly-log"

@@ -172,6 +172,8 @@ def detect_format(path) -> str:
     else:
         with open(p, "r", encoding="utf-8", errors="replace", newline="") as f:
             first = f.readline()
+        if first.lstrip()[:1] in ("[", "{"):
+            return "philly-log"          # JSON: the only JSON format
         if name.startswith("pai_task_table"):
             return "pai"
         if name.startswith("pai_machine_spec"):

@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -37,7 +37,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError, TraceError
-from ..jobs import JOB_SCHEMA, JobTable
+from ..jobs import JobTable
 
 __all__ = [
     "TraceReport",
@@ -560,7 +560,6 @@ def to_number(arr: pa.Array, chk: RowCheck, field: str, *, required: bool = True
 
 #: formats tried for calendar timestamps, in order
 TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M")
-_TZ_SUFFIX = re.compile(r"([+-]\d\d:?\d\d|Z)\s*$")
 
 
 def to_time(arr: pa.Array, chk: RowCheck, field: str, *, tz: str | None, required: bool = True,
@@ -677,22 +676,6 @@ def status_filter(chk: RowCheck, status: pa.Array, keep: Iterable[str] | None, *
 
 
 # --------------------------------------------------------------------------------- final table
-def take(cols: Mapping[str, object], keep: np.ndarray) -> dict:
-    """Keep rows of numpy / arrow columns."""
-    mask = pa.array(keep)
-    out = {}
-    for k, v in cols.items():
-        if v is None:
-            continue
-        if isinstance(v, np.ndarray):
-            out[k] = v[keep]
-        else:
-            if isinstance(v, pa.ChunkedArray):
-                v = v.combine_chunks()
-            out[k] = pc.filter(v, mask)
-    return out
-
-
 def build_load(parts: list[dict], report: TraceReport, *, skip_invalid: bool,
                fractional: str = "ceil", origin: str | float = "first", calendar: bool = False,
                model: str = TRACE_MODEL, trace_gpu_type: str | None = None,

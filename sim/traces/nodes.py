@@ -23,7 +23,6 @@ the report (``CPU-only node``).  GPU type names go through a mapping table (belo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping
 
 import numpy as np

@@ -26,7 +26,6 @@ replay them with ``replay_oracle(..., speeds="uniform")``.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterable
 
 import numpy as np

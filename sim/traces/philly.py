@@ -49,9 +49,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ConfigError, TraceError
+from ..errors import ConfigError
 from .common import (TRACE_MODEL, RowCheck, TraceLoad, TraceReport, build_load, csv_batches,
-                     gpu_count_checks, json_records, lower_set, parquet_batches, positive_work, strings,
+                     gpu_count_checks, json_records, parquet_batches, positive_work, strings,
                      to_number, to_time)
 
 __all__ = ["read_philly_table", "read_philly_log", "TRACE_GPU_TYPE", "PHILLY_TZ"]
