@@ -37,13 +37,13 @@ class Scenario:
     seed: int = 0
     round_s: float | None = None
     restart_delay_s: float | None = None
-    throughputs: str | None = None        # a Gavel-format throughput JSON; default built-in
+    throughputs: str | None = None        # "replay", a Gavel JSON or a calib.toml; default built-in
     progress: bool = False
     policy_params: dict = field(default_factory=dict)
 
     def build(self) -> tuple[Cluster, JobTable, TableThroughput]:
         cluster = load_cluster(self.cluster)
-        oracle = _oracle(self.throughputs)
+        oracle = _oracle(self.throughputs, cluster)
         if self.workload == "generate":
             table = generate_workload(self.jobs, self.load, self.seed, sizes=self.sizes,
                                       durations=self.durations, throughput=oracle)
@@ -66,10 +66,14 @@ class Scenario:
         return results
 
 
-def _oracle(path: str | None):
-    """The built-in table, a Gavel-format throughput JSON, or a calib.toml of fitted models."""
+def _oracle(path: str | None, cluster: Cluster):
+    """The built-in table; "replay" (every trace job runs exactly its recorded time, see
+    sim.traces.replaying); a Gavel-format throughput JSON; or a calib.toml of fitted models."""
     if not path:
         return TableThroughput.builtin()
+    if path == "replay":
+        from .traces.replaying import replay_oracle
+        return replay_oracle(cluster)
     if str(path).endswith(".toml"):
         from .calibration.oracle import CalibratedThroughput
         return CalibratedThroughput.from_toml(path)

@@ -24,7 +24,8 @@ def register(sub) -> None:
     run.add_argument("--restart-delay", type=float, default=None,
                      help="restart delay in seconds (default: per model)")
     run.add_argument("--throughputs", default=None,
-                     help="Gavel-format throughput JSON, or a calib.toml from clustersim calibrate")
+                     help="'replay' (trace jobs run their recorded time), a Gavel-format "
+                          "throughput JSON, or a calib.toml from clustersim calibrate")
     run.add_argument("--out", type=Path, default=None, help="write summary.json, jobs and plots here")
     run.add_argument("--no-progress", action="store_true")
     run.set_defaults(func=_run)

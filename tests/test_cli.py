@@ -1,0 +1,63 @@
+"""The clustersim command: run (default and general form), presets, policies, errors."""
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from sim.cli import main
+
+SMALL = ["run", "--cluster", "sia-64", "--jobs", "25", "--load", "4", "--seed", "3",
+         "--no-progress"]
+
+
+def test_run_writes_summary_jobs_and_plots(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(SMALL + ["--policy", "fifo,srtf", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "fifo" in text and "srtf" in text and "avg JCT h" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == {"fifo", "srtf"}
+    for metrics in summary.values():
+        for key in ("avg_jct_s", "p99_jct_s", "makespan_s", "avg_wait_s", "utilization"):
+            assert isinstance(metrics[key], float) and metrics[key] >= 0
+    jobs = pq.read_table(out / "fifo" / "jobs.parquet")
+    assert jobs.num_rows == 25
+    assert (out / "jct_cdf.png").stat().st_size > 1000
+    assert (out / "fifo" / "timeline.png").stat().st_size > 1000
+
+
+def test_same_seed_same_summary(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(SMALL + ["--policy", "tiresias", "--out", str(a)]) == 0
+    assert main(SMALL + ["--policy", "tiresias", "--out", str(b)]) == 0
+    sa = json.loads((a / "summary.json").read_text())["tiresias"]
+    sb = json.loads((b / "summary.json").read_text())["tiresias"]
+    timing = {"wall_seconds", "mean_decision_ms", "p99_decision_ms"}
+    assert {k: v for k, v in sa.items() if k not in timing} == \
+        {k: v for k, v in sb.items() if k not in timing}
+
+
+def test_listings(capsys):
+    assert main(["presets"]) == 0
+    assert "gavel-108" in capsys.readouterr().out
+    assert main(["policies"]) == 0
+    names = capsys.readouterr().out
+    assert all(n in names for n in ("fifo", "sjf", "srtf", "las", "tiresias"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--policy", "nope"], "unknown policy 'nope'"),
+    (["--cluster", "no-such-preset"], "no-such-preset"),
+    (["--workload", "/nonexistent/jobs.parquet"], "does not exist"),
+])
+def test_bad_input_is_a_clear_error(args, message, capsys):
+    assert main(SMALL + args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_job_larger_than_cluster_is_rejected(capsys):
+    assert main(["run", "--cluster", "uniform:nodes=1,gpus=2,type=v100", "--jobs", "40",
+                 "--policy", "fifo", "--no-progress"]) == 2
+    assert "requests" in capsys.readouterr().err
