@@ -615,18 +615,27 @@ int sk_engine_query(sk_engine *e, int64_t n, const int64_t *ids,
     return SK_OK;
 }
 
-int sk_engine_snapshot(sk_engine *e, int64_t job_cap, int64_t entry_cap, int64_t *ids,
-                       int32_t *ngpu, double *remaining, double *attained_gpu_s,
+int sk_engine_snapshot(sk_engine *e, int32_t queued_only, int64_t job_cap, int64_t entry_cap,
+                       int64_t *ids, int32_t *ngpu, double *remaining, double *attained_gpu_s,
                        double *run_seconds, double *queued_since, int64_t *indptr,
                        int32_t *nodes, int32_t *counts, int64_t *n_active,
                        int64_t *n_entries) {
     if (!e || !n_active || !n_entries) return SK_EINVAL;
-    int64_t k = e->n_active, entries = 0;
-    for (int64_t i = 0; i < k; i++) entries += e->pl_len[e->active[i]];
+    int64_t k = queued_only ? e->n_queued : e->n_active, entries = 0;
+    if (!queued_only)
+        for (int64_t i = 0; i < k; i++) entries += e->pl_len[e->active[i]];
     *n_active = k;
     *n_entries = entries;
     if (k > job_cap || entries > entry_cap) return SK_EINVAL;
-    memcpy(ids, e->active, (size_t)k * sizeof(int64_t));
+    if (queued_only) {
+        int64_t m = 0;
+        for (int64_t i = 0; i < e->n_active; i++)
+            if (e->state[e->active[i]] == SK_JOB_QUEUED) ids[m++] = e->active[i];
+        if (m != k) return fail(e, SK_ESTATE, "queued count %lld but %lld queued jobs found",
+                                (long long)k, (long long)m);
+    } else {
+        memcpy(ids, e->active, (size_t)k * sizeof(int64_t));
+    }
     int rc = sk_engine_query(e, k, ids, ngpu, remaining, attained_gpu_s, run_seconds, queued_since);
     if (rc < 0) return rc;
     return sk_engine_placements(e, k, ids, indptr, nodes, counts);

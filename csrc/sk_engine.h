@@ -111,10 +111,12 @@ int sk_engine_query(sk_engine *e, int64_t n, const int64_t *ids,
                     double *run_seconds, double *queued_since);
 
 /* Everything a decision needs in one call: the active jobs (in id order) with
- * their live state and current placements (CSR, indptr has n + 1 entries).
+ * their live state and current placements (CSR, indptr has n + 1 entries);
+ * with queued_only != 0, only the queued jobs (for non-preemptive policies).
  * Returns SK_OK and sets *n_active and *n_entries, or SK_EINVAL with both set to
  * the sizes needed when job_cap or entry_cap is too small. */
-int sk_engine_snapshot(sk_engine *e, int64_t job_cap, int64_t entry_cap, int64_t *ids,
+int sk_engine_snapshot(sk_engine *e, int32_t queued_only, int64_t job_cap, int64_t entry_cap,
+                       int64_t *ids,
                        int32_t *ngpu, double *remaining, double *attained_gpu_s,
                        double *run_seconds, double *queued_since, int64_t *indptr,
                        int32_t *nodes, int32_t *counts, int64_t *n_active,

@@ -101,26 +101,30 @@ static double ske_row_generic(const void *row, int32_t dtype, int64_t c, double 
 
 #define SKE_TGT __attribute__((target("avx2,fma,f16c")))
 
-/* exp(x) for x in [-87.3, 0]; Cephes expf polynomial, ~1 ulp. */
+/* exp(x) for x in [-87.3, 0]: n = round(x log2 e) by the 1.5*2^23 "magic" add (its low
+ * mantissa bits then hold n), a two-step Cody-Waite reduction r = x - n ln 2 in
+ * [-0.347, 0.347], a degree-5 minimax polynomial for exp(r) (relative error 1.7e-7 in
+ * float32, far inside the 1e-5 budget of the normalized entropy), and 2^n added to
+ * the exponent bits.  For x >= -87.3, n >= -126 implies r > 0, so the result stays
+ * a normal float.  12 vector ops. */
 SKE_TGT static inline __m256 ske_exp8(__m256 x)
 {
     const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
+    const __m256 magic = _mm256_set1_ps(12582912.0f);      /* 1.5 * 2^23 */
     const __m256 c1 = _mm256_set1_ps(0.693359375f);
     const __m256 c2 = _mm256_set1_ps(-2.12194440e-4f);
-    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, log2e),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 t = _mm256_fmadd_ps(x, log2e, magic);
+    __m256 fx = _mm256_sub_ps(t, magic);
     __m256 r = _mm256_fnmadd_ps(fx, c1, x);
     r = _mm256_fnmadd_ps(fx, c2, r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx),
-                                                   _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    __m256 p = _mm256_set1_ps(8.2903061231e-3f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1897976317e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6667636588e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.9999149186e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(9.9999970701e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i n = _mm256_slli_epi32(_mm256_castps_si256(t), 23);
+    return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), n));
 }
 
 SKE_TGT static inline float ske_hmax8(__m256 v)
@@ -172,21 +176,22 @@ SKE_TGT static inline __m256 ske_tail_f16(const void *p, int64_t j, int64_t c)
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)buf));
 }
 
-/* One 8-lane step of pass 2: accumulate r, t (float) and the tie count. */
+/* One 8-lane step of pass 2: accumulate r, t (float) and the tie count.  Ties with
+ * the maximum (d = 0) are masked out of r and t and counted in K instead. */
 #define SKE_STEP(Z, R, T, K)                                                      \
     do {                                                                          \
         __m256 d_ = _mm256_sub_ps((Z), mv);                                       \
-        __m256 use_ = _mm256_cmp_ps(d_, zero, _CMP_LT_OQ);                        \
+        __m256 tie_ = _mm256_cmp_ps(d_, zero, _CMP_EQ_OQ);                        \
         __m256 dc_ = _mm256_max_ps(d_, lo);                                       \
-        __m256 e_ = _mm256_and_ps(ske_exp8(dc_), use_);                           \
+        __m256 e_ = _mm256_andnot_ps(tie_, ske_exp8(dc_));                        \
         (R) = _mm256_add_ps((R), e_);                                             \
-        (T) = _mm256_add_ps((T), _mm256_mul_ps(dc_, e_));                         \
-        (K) = _mm256_sub_epi32((K), _mm256_castps_si256(                          \
-                  _mm256_cmp_ps(d_, zero, _CMP_EQ_OQ)));                          \
+        (T) = _mm256_fmadd_ps(dc_, e_, (T));                                      \
+        (K) = _mm256_sub_epi32((K), _mm256_castps_si256(tie_));                   \
     } while (0)
 
 #define SKE_DEFINE_ROW_AVX2(NAME, LOAD8, TAIL8)                                   \
-SKE_TGT static double NAME(const void *row, int64_t c, double inv_logc)           \
+SKE_TGT static double NAME(const void *row, const void *next, int64_t c,         \
+                           double inv_logc)                                      \
 {                                                                                 \
     const __m256 lo = _mm256_set1_ps(SKE_EXP_LO);                                 \
     const __m256 zero = _mm256_setzero_ps();                                      \
@@ -220,6 +225,7 @@ SKE_TGT static double NAME(const void *row, int64_t c, double inv_logc)         
         int64_t end = j + 256 < c ? j + 256 : c;                                  \
         __m256 r0 = zero, r1 = zero, t0 = zero, t1 = zero;                        \
         for (; j + 16 <= end; j += 16) {                                          \
+            _mm_prefetch(SKE_PF_ADDR(next, j), _MM_HINT_T0);                      \
             SKE_STEP(LOAD8(row, j), r0, t0, ki);                                  \
             SKE_STEP(LOAD8(row, j + 8), r1, t1, ki);                              \
         }                                                                         \
@@ -241,8 +247,12 @@ SKE_TGT static double NAME(const void *row, int64_t c, double inv_logc)         
     return ske_finish(k, ske_hsum4d(rd), ske_hsum4d(td), inv_logc);              \
 }
 
+#define SKE_PF_ADDR(next, j) ((const char *)((const float *)(next) + (j)))
 SKE_DEFINE_ROW_AVX2(ske_row_f32_avx2, ske_load8_f32, ske_tail_f32)
+#undef SKE_PF_ADDR
+#define SKE_PF_ADDR(next, j) ((const char *)((const uint16_t *)(next) + (j)))
 SKE_DEFINE_ROW_AVX2(ske_row_f16_avx2, ske_load8_f16, ske_tail_f16)
+#undef SKE_PF_ADDR
 
 /* log(x) for finite x >= 1 (Cephes logf). */
 SKE_TGT static inline __m256 ske_log8(__m256 x)
@@ -379,7 +389,7 @@ int sk_entropy_rows(const void *logits, int32_t dtype, int64_t n_rows, int64_t n
         && row_stride < (int64_t)(INT32_MAX / 8)) {
         const int64_t n_blocks = (n_rows + 7) / 8;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(dynamic, 256) num_threads(nt)
 #endif
         for (int64_t b = 0; b < n_blocks; b++) {
             int64_t i0 = b * 8;
@@ -393,8 +403,12 @@ int sk_entropy_rows(const void *logits, int32_t dtype, int64_t n_rows, int64_t n
         return SK_ENTROPY_OK;
     }
 #endif
+    /* rows are independent, so a dynamic schedule (which copes with a loaded machine:
+     * a thread that is descheduled does not hold the others up) cannot change a value */
+    const int64_t chunk = n_cols >= SKE_PAR_MIN_ELEMS ? 1 : SKE_PAR_MIN_ELEMS / n_cols;
+    (void)chunk;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(dynamic, chunk) num_threads(nt)
 #endif
     for (int64_t i = 0; i < n_rows; i++) {
         const void *row = base + (size_t)i * row_bytes;
@@ -404,8 +418,11 @@ int sk_entropy_rows(const void *logits, int32_t dtype, int64_t n_rows, int64_t n
         }
 #if SKE_X86
         else if (simd) {
-            v = dtype == SK_ENTROPY_F32 ? ske_row_f32_avx2(row, n_cols, inv_logc)
-                                        : ske_row_f16_avx2(row, n_cols, inv_logc);
+            /* pass 2 of this row prefetches the next row, so its pass 1 hits the cache */
+            const void *next = i + 1 < n_rows ? (const void *)(base + (size_t)(i + 1) * row_bytes)
+                                              : row;
+            v = dtype == SK_ENTROPY_F32 ? ske_row_f32_avx2(row, next, n_cols, inv_logc)
+                                        : ske_row_f16_avx2(row, next, n_cols, inv_logc);
         }
 #endif
         else {

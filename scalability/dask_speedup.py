@@ -36,7 +36,13 @@ def main() -> int:
     ap.add_argument("--spec", type=Path, default=HERE / "specs" / "dask20.toml")
     ap.add_argument("--repeat", type=int, default=1, help="runs per worker count (best is kept)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                    help="first wait up to this long for the 1-minute load average to fall "
+                         "below 0.5 (on a shared machine other work takes the cores)")
     args = ap.parse_args()
+    deadline = time.monotonic() + args.wait_quiet
+    while os.getloadavg()[0] >= 0.5 and time.monotonic() < deadline:
+        time.sleep(10)
 
     from sim.sweep import load_spec, run_sweep
     from sim.sweep.runners import DaskEngine

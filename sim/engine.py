@@ -150,12 +150,13 @@ class _Kernel:
     def step(self) -> int:
         return self._check(lib.sk_engine_step(self.ptr, self.batch), "sk_engine_step")
 
-    def snapshot(self, cluster: Cluster, jobs: JobSpecs) -> SchedState:
+    def snapshot(self, cluster: Cluster, jobs: JobSpecs, queued_only: bool = False) -> SchedState:
         """The SchedState of the current decision point, in one kernel call."""
         b, p = self._buf, self._ptr
         na, ne = self._sizes
         while True:
-            rc = lib.sk_engine_snapshot(self.ptr, b["active"].shape[0], self._pl_nodes.shape[0],
+            rc = lib.sk_engine_snapshot(self.ptr, int(queued_only), b["active"].shape[0],
+                                        self._pl_nodes.shape[0],
                                         p["active"], p["ngpu"], p["remaining"], p["attained"],
                                         p["run"], p["queued_since"], p["indptr"], *self._pl_ptr,
                                         na, ne)
@@ -170,7 +171,7 @@ class _Kernel:
                           remaining=b["remaining"][:k].copy(), attained_gpu_s=b["attained"][:k].copy(),
                           run_s=b["run"][:k].copy(), queued_since=b["queued_since"][:k].copy(),
                           pl_indptr=b["indptr"][:k + 1].copy(), pl_nodes=self._pl_nodes[:m].copy(),
-                          pl_counts=self._pl_counts[:m].copy())
+                          pl_counts=self._pl_counts[:m].copy(), node_free=self.node_free().copy())
 
     def apply(self, ids, indptr, nodes, counts, rates) -> None:
         ids, indptr = np.ascontiguousarray(ids, np.int64), np.ascontiguousarray(indptr, np.int64)
@@ -260,6 +261,7 @@ class _Run:
         self.fgd_base = np.asarray(cluster.node_type, np.int64) * weights.shape[1]
         self.skippable = bool(getattr(policy, "skip_if_nothing_fits", False))
         self.skipped = 0
+        self.queued_view = _policy_view(policy) == "queued"
 
     def run(self, job_ids) -> SimResult:
         n = len(self.jobs)
@@ -286,7 +288,7 @@ class _Run:
                 k.min_queued_demand() > self.cluster.total_gpus - k.counters()[0]:
             self.skipped += 1
             return None
-        state = k.snapshot(self.cluster, self.jobs)
+        state = k.snapshot(self.cluster, self.jobs, self.queued_view)
         t_call = time.perf_counter()
         plan = self.policy.schedule(state)
         self.latencies.append(time.perf_counter() - t_call)
@@ -357,6 +359,15 @@ def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster:
         kernel.apply(ids, sub_indptr, sub_nodes, sub_counts, rates)
     if plan.wakeup is not None and plan.wakeup > state.now:
         kernel.set_timer(plan.wakeup)
+
+
+def _policy_view(policy) -> str:
+    view = getattr(policy, "view", "all")
+    if view not in ("all", "queued"):
+        raise ConfigError(f"policy {policy.name}: view must be 'all' or 'queued', got {view!r}")
+    if view == "queued" and getattr(policy, "preemptive", False):
+        raise ConfigError(f"policy {policy.name}: a preemptive policy needs view 'all'")
+    return view
 
 
 def _rate_scale(plan: Plan, k: int, policy_name: str) -> np.ndarray | None:

@@ -34,7 +34,12 @@ class JobSpecs:
 
 @dataclass(frozen=True, eq=False)
 class SchedState:
-    """Live state at a decision point.  Arrays are aligned with ``active``."""
+    """Live state at a decision point.  Arrays are aligned with ``active``.
+
+    A policy whose ``view`` is "queued" (non-preemptive policies that never touch
+    running jobs) sees only the queued jobs in ``active``; running jobs then keep
+    their GPUs, which ``node_free`` already accounts for.
+    """
 
     now: float
     reasons: int
@@ -49,6 +54,7 @@ class SchedState:
     pl_indptr: np.ndarray       # int64 current placement CSR
     pl_nodes: np.ndarray        # int32
     pl_counts: np.ndarray       # int32
+    node_free: np.ndarray | None = None  # int32 free GPUs per node now
 
     @property
     def demand(self) -> np.ndarray:

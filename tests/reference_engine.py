@@ -138,7 +138,7 @@ def reference_run(cluster, jobs, policy, oracle, round_s):
                 break
         if done == n:
             break
-        state = _state(now, reasons, cluster, jobs, js)
+        state = _state(now, reasons, cluster, jobs, js, cap, used, getattr(policy, "view", "all"))
         plan = policy.schedule(state)
         _apply(now, state, plan, js, used, cap, oracle, cluster, push)
         if plan.wakeup is not None and plan.wakeup > now:
@@ -151,8 +151,9 @@ def reference_run(cluster, jobs, policy, oracle, round_s):
     }
 
 
-def _state(now, reasons, cluster, jobs, js):
-    active = [i for i, j in enumerate(js) if j.state in ("queued", "running")]
+def _state(now, reasons, cluster, jobs, js, cap, used, view="all"):
+    listed = ("queued",) if view == "queued" else ("queued", "running")
+    active = [i for i, j in enumerate(js) if j.state in listed]
     for i in active:
         js[i].accrue(now)
     indptr = [0]
@@ -172,7 +173,8 @@ def _state(now, reasons, cluster, jobs, js):
         queued_since=np.array([js[i].queued_since if js[i].state == "queued" else math.nan
                                for i in active]),
         pl_indptr=np.array(indptr, np.int64), pl_nodes=np.array(nodes, np.int32),
-        pl_counts=np.array(counts, np.int32))
+        pl_counts=np.array(counts, np.int32),
+        node_free=np.array([c - u for c, u in zip(cap, used)], np.int32))
 
 
 def _oracle_rate(state, i, placement, oracle, cluster):

@@ -179,3 +179,14 @@ def test_killed_sweep_resumes(tmp_path):
     report = run_sweep(load_spec(spec), out, engine=SerialEngine())
     assert report.skipped == len(kept) and report.done == 8 - len(kept)
     assert not list(out.glob("*/cell=*/.*.tmp"))
+
+
+def test_engine_choice_and_bad_arguments(capsys):
+    from sim.sweep.runners import PoolEngine, make_engine
+    assert isinstance(make_engine(3), PoolEngine) and make_engine(3).workers == 3
+    with pytest.raises(ConfigError, match="tcp://HOST:PORT or 'local'"):
+        make_engine(dask="somewhere")
+    assert main(["sweep", "x.toml", "--out", "o", "--workers", "0"]) == 2
+    assert "--workers must be >= 1" in capsys.readouterr().err
+    assert main(["sweep", "missing.toml", "--out", "o"]) == 2
+    assert "sweep spec missing.toml does not exist" in capsys.readouterr().err

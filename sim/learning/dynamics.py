@@ -172,6 +172,7 @@ class LearningSpec:
     difficulty: np.ndarray            # float64 [n_jobs, K_cap]: d_k per worker slot
     seed: int = 0
     trace: object | None = None
+    epoch_samples: np.ndarray | None = None   # float64 [n_jobs]; None: the profile's dataset
 
     @property
     def n_jobs(self) -> int:
@@ -184,13 +185,15 @@ class LearningSpec:
     @classmethod
     def build(cls, n_jobs: int, model_names: Sequence[str], gpus_max, *, mode: str = "tta",
               quality=(0.90, 0.97), local_batch=None, sigma_d: float = 0.2, seed: int = 0,
-              surrogate: LearningSurrogate | None = None, trace=None) -> "LearningSpec":
+              surrogate: LearningSurrogate | None = None, trace=None,
+              epoch_samples=None) -> "LearningSpec":
         """Learning facts for ``n_jobs`` jobs.
 
         ``mode``: "tta" or "iterations" (all jobs), or a per-job array of 0/1.
         ``quality``: one q, or a (lo, hi) range drawn uniformly per job (seeded).
-        ``local_batch``: per-GPU batch per job; default the "(batch size N)" of the model
-        name, else 32.  ``gpus_max``: per job, sizes the per-worker arrays.
+        ``local_batch``: per-GPU batch per job; default 32 (:meth:`for_workload` reads the
+        table).  ``gpus_max``: per job, sizes the per-worker arrays.  ``epoch_samples``:
+        samples per epoch (one value or one per job); default the profile's dataset size.
         """
         n = int(n_jobs)
         sur = surrogate if surrogate is not None else load_surrogate()
@@ -228,8 +231,13 @@ class LearningSpec:
             lb = np.asarray(local_batch, float)
             if lb.shape != (n,) or not np.all(lb >= 1):
                 raise ConfigError("local_batch must be one value >= 1 per job")
+        es = None
+        if epoch_samples is not None:
+            es = np.broadcast_to(np.asarray(epoch_samples, float), (n,)).copy()
+            if not np.all(es > 0):
+                raise ConfigError("epoch_samples must be > 0")
         return cls(model_names=names, surrogate=sur, profile=prof, mode=modes, quality=q,
-                   local_batch=lb, difficulty=diff, seed=int(seed), trace=trace)
+                   local_batch=lb, difficulty=diff, seed=int(seed), trace=trace, epoch_samples=es)
 
     @classmethod
     def for_workload(cls, workload, oracle, **kwargs) -> "LearningSpec":
@@ -522,7 +530,8 @@ class LearningState:
         self.p_end = a["p_end"][prof]
         self.alpha, self.beta = a["alpha_c"][prof], a["beta_c"][prof]
         self.s_intra, self.s_inter = a["sync_intra"][prof], a["sync_inter"][prof]
-        self.epoch_samples = a["epoch_samples"][prof]
+        self.epoch_samples = a["epoch_samples"][prof] if spec.epoch_samples is None else \
+            spec.epoch_samples
         self.m0_metric, self.minf_metric = a["m0"][prof], a["m_inf"][prof]
         self.demand = jobs.demand.astype(float)
         self.M0 = self.demand * spec.local_batch

@@ -42,6 +42,10 @@ class Policy:
     #: free GPUs by count.  Only sound for non-preemptive policies that give each job its
     #: rigid request and keep no state between calls (FIFO, SJF).
     skip_if_nothing_fits: ClassVar[bool] = False
+    #: "all": the policy sees every active job; "queued": only queued jobs (for
+    #: non-preemptive policies; running jobs keep their GPUs, the engine then does
+    #: O(queued) work per decision instead of O(active))
+    view: ClassVar[str] = "all"
 
     def __init__(self, placement: str = "consolidated"):
         if placement not in PLACEMENT_MODES:
@@ -58,9 +62,12 @@ class Policy:
 
     def place(self, state: SchedState, order: np.ndarray, want: np.ndarray) -> Plan:
         c = state.cluster
+        # in the "queued" view no running job is listed: their GPUs are already
+        # taken out of node_free, which then plays the role of the capacity
+        capacity = state.node_free if self.view == "queued" else c.node_gpus
         indptr, nodes, counts = greedy_place(
             np.ascontiguousarray(order, np.int64), np.ascontiguousarray(want, np.int32),
-            state.pl_indptr, state.pl_nodes, state.pl_counts, c.node_gpus, c.node_type,
+            state.pl_indptr, state.pl_nodes, state.pl_counts, capacity, c.node_type,
             len(c.gpu_types), PLACEMENT_MODES[self.placement], self.preemptive, self.blocking)
         return Plan(indptr, nodes, counts)
 

@@ -18,6 +18,7 @@ class FIFO(Policy):
     description = "first in, first out by arrival; non-preemptive; strict (head-of-line blocking)"
     blocking = True
     skip_if_nothing_fits = True
+    view = "queued"
 
     def __init__(self, placement: str = "consolidated", backfill: bool = False):
         super().__init__(placement)
@@ -37,6 +38,7 @@ class SJF(Policy):
     name = "sjf"
     description = "shortest job first by oracle duration x GPUs; non-preemptive; backfills"
     skip_if_nothing_fits = True
+    view = "queued"
 
     def order(self, state):
         queued = np.flatnonzero(state.ngpu == 0)
