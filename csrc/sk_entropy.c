@@ -284,7 +284,42 @@ SKE_TGT static inline __m256 ske_log8(__m256 x)
 
 #define SKE_LANE_MAXC 32
 
-/* Small C, float32: eight rows at once, one row per lane (gathers), so no
+/* buf[j] = column j of the 8 rows rp[0..7] (c <= SKE_LANE_MAXC): 8x8 in-register
+ * transposes of contiguous loads (gathers are slow).  For c >= 8 the last block
+ * starts at c - 8 and overlaps the previous one (it rewrites equal values); for
+ * c < 8 masked loads read only the c elements of each row (the other lanes are 0). */
+SKE_TGT static inline void ske_transpose_rows8(const float *const rp[8], int64_t c, __m256 *buf)
+{
+    static const int32_t lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                      0, 0, 0, 0, 0, 0, 0, 0};
+    const __m256i mask = _mm256_loadu_si256((const __m256i *)(lanes + 8 - (c < 8 ? c : 8)));
+    for (int64_t j0 = 0; j0 < c; j0 += 8) {
+        if (j0 + 8 > c) j0 = c >= 8 ? c - 8 : 0;
+        __m256 r[8];
+        for (int l = 0; l < 8; l++)
+            r[l] = c >= 8 ? _mm256_loadu_ps(rp[l] + j0) : _mm256_maskload_ps(rp[l] + j0, mask);
+        __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+        __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+        __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+        __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+        __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+        __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+        /* all 8 columns are stored (j0 + 8 <= max(c, 8) <= SKE_LANE_MAXC); for c < 8 the
+         * columns >= c are never read */
+        buf[j0 + 0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+        buf[j0 + 1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+        buf[j0 + 2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+        buf[j0 + 3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+        buf[j0 + 4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+        buf[j0 + 5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+        buf[j0 + 6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+        buf[j0 + 7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+    }
+}
+
+/* Small C, float32: eight rows at once, one row per lane (transposed), so no
  * horizontal work per row.  Lanes >= n_lanes are masked off.  A row's value
  * depends only on the row. */
 SKE_TGT static void ske_rows8_f32_avx2(const float *base, int64_t stride, int64_t c,
@@ -294,14 +329,14 @@ SKE_TGT static void ske_rows8_f32_avx2(const float *base, int64_t stride, int64_
     const __m256 zero = _mm256_setzero_ps();
     const __m256 one = _mm256_set1_ps(1.0f);
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i idx = _mm256_mullo_epi32(lane, _mm256_set1_epi32((int32_t)stride));
-    const __m256 live = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n_lanes), lane));
     __m256 buf[SKE_LANE_MAXC];
+    /* rows of dead lanes (l >= n_lanes) re-read row 0; their values are dropped */
+    const float *rp[8];
+    for (int l = 0; l < 8; l++) rp[l] = base + (l < n_lanes ? l : 0) * stride;
+    ske_transpose_rows8(rp, c, buf);
     __m256 m = ninf, bad = zero;
     for (int64_t j = 0; j < c; j++) {
-        __m256 v = _mm256_mask_i32gather_ps(ninf, base + j, idx, live, 4);
-        buf[j] = v;
+        __m256 v = buf[j];
         m = _mm256_max_ps(m, v);
         bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
     }
@@ -385,8 +420,7 @@ int sk_entropy_rows(const void *logits, int32_t dtype, int64_t n_rows, int64_t n
     if ((double)n_rows * (double)n_cols < (double)SKE_PAR_MIN_ELEMS) nt = 1;
 #endif
 #if SKE_X86
-    if (simd && dtype == SK_ENTROPY_F32 && n_cols <= SKE_LANE_MAXC
-        && row_stride < (int64_t)(INT32_MAX / 8)) {
+    if (simd && dtype == SK_ENTROPY_F32 && n_cols <= SKE_LANE_MAXC) {
         const int64_t n_blocks = (n_rows + 7) / 8;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 256) num_threads(nt)

@@ -183,6 +183,11 @@ class _Kernel:
                                         ffi.from_buffer("int32_t[]", counts),
                                         ffi.from_buffer("double[]", rates)), "sk_engine_apply")
 
+    def used_gpus(self) -> int:
+        v = self._counters
+        self._check(lib.sk_engine_counters(self.ptr, *v), "sk_engine_counters")
+        return v[0][0]
+
     def min_queued_demand(self) -> int:
         return lib.sk_engine_min_queued_demand(self.ptr)
 
@@ -194,9 +199,10 @@ class _Kernel:
         self._check(lib.sk_engine_set_timer(self.ptr, float(t)), "sk_engine_set_timer")
 
     def counters(self):
-        vals = self._counters
-        self._check(lib.sk_engine_counters(self.ptr, *vals), "sk_engine_counters")
-        return tuple(v[0] for v in vals)
+        """(used GPUs, queued, running, done, next arrival, busy GPU-seconds)."""
+        v = self._counters
+        self._check(lib.sk_engine_counters(self.ptr, *v), "sk_engine_counters")
+        return v[0][0], v[1][0], v[2][0], v[3][0], v[4][0], v[5][0]
 
     def results(self):
         n = max(self.n, 1)
@@ -285,7 +291,7 @@ class _Run:
         """Ask the policy (unless provably nothing can change) and apply its plan."""
         k = self.kernel
         if self.skippable and not k.batch.reasons & (ROUND | TIMER) and \
-                k.min_queued_demand() > self.cluster.total_gpus - k.counters()[0]:
+                k.min_queued_demand() > self.cluster.total_gpus - k.used_gpus():
             self.skipped += 1
             return None
         state = k.snapshot(self.cluster, self.jobs, self.queued_view)
@@ -346,15 +352,15 @@ def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster:
         np.ascontiguousarray(plan.counts, np.int32), force, cluster.node_type, cluster.node_speed)
     if idx.size:
         ids = state.active[idx]
-        rates = np.zeros(idx.size)
+        rates = oracle.rates(state.jobs.model[ids], ngpu, n_nodes, mask, min_speed,
+                             cluster.gpu_types)
         on = ngpu > 0
-        if on.any():
-            rates[on] = oracle.rates(state.jobs.model[ids[on]], ngpu[on], n_nodes[on], mask[on],
-                                     min_speed[on], cluster.gpu_types)
-            _check_rates(rates, on, ids, mask, cluster, policy_name, state.now)
-            applied = 1.0 if scale is None else scale[idx[on]]
-            rates[on] *= applied
-            scale_applied[ids[on]] = applied
+        rates = np.where(on, rates, 0.0)           # an empty placement: a preemption
+        if (on & ~(rates > 0)).any():
+            _zero_rate_error(rates, on, ids, mask, cluster, policy_name, state.now)
+        applied = 1.0 if scale is None else np.where(on, scale[idx], 1.0)
+        rates = rates * applied
+        scale_applied[ids] = applied
         used_types[ids] |= mask
         kernel.apply(ids, sub_indptr, sub_nodes, sub_counts, rates)
     if plan.wakeup is not None and plan.wakeup > state.now:
@@ -381,13 +387,11 @@ def _rate_scale(plan: Plan, k: int, policy_name: str) -> np.ndarray | None:
     return scale
 
 
-def _check_rates(rates, on, ids, mask, cluster: Cluster, policy_name: str, now: float) -> None:
-    bad = np.flatnonzero(on & ~(rates > 0))
-    if bad.size:
-        i = int(bad[0])
-        types = [t for b, t in enumerate(cluster.gpu_types) if (int(mask[i]) >> b) & 1]
-        raise SimError(f"policy {policy_name} placed job {int(ids[i])} at t={now} on GPU types "
-                       f"{'|'.join(types)} where its throughput is 0 (the model cannot run there)")
+def _zero_rate_error(rates, on, ids, mask, cluster: Cluster, policy_name: str, now: float):
+    i = int(np.flatnonzero(on & ~(rates > 0))[0])
+    types = [t for b, t in enumerate(cluster.gpu_types) if (int(mask[i]) >> b) & 1]
+    raise SimError(f"policy {policy_name} placed job {int(ids[i])} at t={now} on GPU types "
+                   f"{'|'.join(types)} where its throughput is 0 (the model cannot run there)")
 
 
 def _progress(total: int, enabled: bool, name: str):

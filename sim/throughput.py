@@ -428,6 +428,12 @@ class TableThroughput:
     def rates(self, model_idx, ngpu, n_nodes, type_mask, min_speed,
               cluster_types: tuple[str, ...]) -> np.ndarray:
         """Iterations/s of each job's whole placement (Numba kernel; see rates_numpy)."""
+        args = (model_idx, ngpu, n_nodes, type_mask, min_speed)
+        if all(isinstance(a, np.ndarray) and a.ndim == 1 for a in args) and \
+                len({a.shape[0] for a in args}) == 1:          # the engine's hot path
+            m, k, nn, mask = (a.astype(np.int64, copy=False) for a in args[:4])
+            return self._rates_1d(m, k, nn, mask, min_speed.astype(np.float64, copy=False),
+                                  cluster_types)
         m, k, nn, mask, sp = np.broadcast_arrays(
             np.asarray(model_idx, dtype=np.int64), np.asarray(ngpu, dtype=np.int64),
             np.asarray(n_nodes, dtype=np.int64), np.asarray(type_mask, dtype=np.int64),
@@ -441,6 +447,15 @@ class TableThroughput:
         E, KX = self._columns(tuple(cluster_types))
         out = _placement_rates(E, KX, m, k, nn, mask, sp, float(self.scaling_efficiency), nct)
         return out.reshape(shape)
+
+    def _rates_1d(self, m, k, nn, mask, sp, cluster_types) -> np.ndarray:
+        if m.size and (m.min() < 0 or m.max() >= len(self.models)):
+            self._check_models(m)
+        nct = len(cluster_types)
+        if nct < 63 and m.size and (mask >> nct).any():
+            raise ConfigError(f"type_mask has bits beyond the {nct} cluster GPU types")
+        E, KX = self._columns(tuple(cluster_types))
+        return _placement_rates(E, KX, m, k, nn, mask, sp, float(self.scaling_efficiency), nct)
 
     def rates_numpy(self, model_idx, ngpu, n_nodes, type_mask, min_speed,
                     cluster_types: tuple[str, ...]) -> np.ndarray:

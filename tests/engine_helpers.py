@@ -24,7 +24,9 @@ class LinearOracle:
             slowest = np.where(uses, np.minimum(slowest, s), slowest)
         spread = np.where(np.asarray(n_nodes) > 1, 0.8, 1.0)
         model_factor = np.where(np.asarray(model_idx) == 1, 0.5, 1.0)
-        return np.asarray(ngpu, float) * slowest * np.asarray(min_speed) * spread * model_factor
+        ngpu = np.asarray(ngpu, float)
+        rate = ngpu * np.where(ngpu > 0, slowest, 0.0) * np.asarray(min_speed) * spread * model_factor
+        return rate
 
     def reference_rate(self, model_idx, ngpu):
         return np.asarray(ngpu, float) * np.where(np.asarray(model_idx) == 1, 0.5, 1.0)

@@ -160,6 +160,31 @@ def test_tiresias_promote_knob_promotes_starved_job():
         assert t in res.timeline.time
 
 
+def test_tiresias_promote_knob_cannot_livelock_on_restart_delays():
+    # Limit 10 GPU-s: a 4-GPU job's Q0 stint is 2.5 s, shorter than the 5 s
+    # restart delay.  A, B: t=0, 4 GPUs, 100 iterations each; knob 1.
+    #   0-2.5   A runs (first start, no delay; 10 done), demoted; B runs.
+    #   5       B demoted (10 done); A (pending 2.5 s = its executed time) is
+    #           promoted and restarts: it holds GPUs 5-7.5, all restart delay.
+    #   7.5     A demoted, B promoted the same way, holds GPUs 7.5-10 in delay.
+    #   10      B demoted.  Neither did work since its promotion, so neither is
+    #           promoted again: A (entered Q1 first) runs, resumes 15, ends 37.5;
+    #           B restarts at 37.5, resumes 42.5, ends 65.
+    # Without the progress guard A and B would swap every 2.5 s forever.
+    jobs = specs([0, 0], [4, 4], [100, 100], delay=5.0)
+    res = run(get_policy("tiresias", thresholds=[10], promote_knob=1), jobs)
+    check(res, [0, 2.5], [37.5, 65], restarts=[2, 2])
+
+
+def test_tiresias_found_livelock_case_finishes():
+    # found by the engine-vs-reference property test (8-GPU jobs, 5 s restarts)
+    jobs = specs([5.0, 6.0, 6.0, 26.0, 31.0, 36.0, 56.0, 57.0], [4, 2, 1, 8, 4, 2, 8, 8],
+                 [60.0, 10.0, 60.0, 500.0, 10.0, 200.0, 10.0, 200.0], delay=5.0)
+    res = run(get_policy("tiresias", thresholds=[30, 200], promote_knob=1), jobs,
+              cluster=small_cluster())
+    assert np.all(np.isfinite(res.finish)) and res.decisions < 200
+
+
 def _state(now, ngpu, attained, run_s, queued_since, jobs):
     k = len(ngpu)
     return SchedState(now=now, reasons=0, cluster=small_cluster(), jobs=jobs,

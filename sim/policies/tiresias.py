@@ -25,6 +25,10 @@ Rules, as implemented:
   0 switches the knob off (the default, algorithms.md §7 item 5).  The authors'
   code accrues the pending time over all pending periods since the last
   promotion; we use the current pending period (SchedState.queued_since).
+  Our guard [I]: only a job that did some work since it last entered Q0 is
+  promoted.  The authors' simulator has no restart delay; with one, two jobs
+  whose Q0 stint (limit / GPUs) is shorter than the delay could otherwise
+  promote and demote each other forever without progress.
 * Event driven: the policy asks to be woken at the exact next demotion (a job
   holding g GPUs gains g GPU-seconds per second, restart delays included) or
   promotion, computed from the allocation the plan leaves in place.
@@ -112,6 +116,7 @@ class Tiresias(Policy):
         self.entered = np.zeros(n, float)          # time the job entered its queue
         self.att_base = np.zeros(n, float)         # attained GPU-s at the last promotion
         self.run_base = np.zeros(n, float)         # run seconds at the last promotion
+        self.rem_base = np.zeros(n, float)         # work left when the job last entered Q0
         self.promotions = np.zeros(n, np.int64)
         self._fresh = np.zeros(0, bool)            # aligned with state.active: moved now
 
@@ -129,6 +134,7 @@ class Tiresias(Policy):
             self.entered[ids[new]] = state.jobs.arrival[ids[new]]
             self.att_base[ids[new]] = 0.0
             self.run_base[ids[new]] = 0.0
+            self.rem_base[ids[new]] = state.jobs.work[ids[new]]
             q = np.where(new, 0, q)
         service = state.attained_gpu_s - self.att_base[ids]
         level = np.searchsorted(self._limit_lo, service, side="right")
@@ -136,14 +142,14 @@ class Tiresias(Policy):
         q = np.where(demote, level, q)
         fresh = demote.copy()
         if self.promote_knob > 0:
-            executed = state.run_s - self.run_base[ids]
-            due = state.queued_since + self.promote_knob * executed
-            promote = (state.ngpu == 0) & (q > 0) & (executed > 0) & (now >= due)
+            due = self._promotion_due(state, q, state.queued_since)
+            promote = (state.ngpu == 0) & (now >= due)
             if promote.any():
                 pid = ids[promote]
                 q = np.where(promote, 0, q)
                 self.att_base[pid] = state.attained_gpu_s[promote]
                 self.run_base[pid] = state.run_s[promote]
+                self.rem_base[pid] = state.remaining[promote]
                 self.promotions[pid] += 1
                 fresh |= promote
         self.entered[ids[fresh]] = now
@@ -184,15 +190,25 @@ class Tiresias(Policy):
             left = self.thresholds[q[run]] - (state.attained_gpu_s[run] - self.att_base[ids[run]])
             times.append(np.min(now + np.maximum(left, 0.0) / ngpu[run]))
         if self.promote_knob > 0:
-            executed = state.run_s - self.run_base[ids]
-            wait = (ngpu == 0) & (q > 0) & (executed > 0)
-            if wait.any():
-                since = np.where(state.ngpu > 0, now, state.queued_since)  # preempted now: now
-                times.append(np.min(since[wait] + self.promote_knob * executed[wait]))
+            since = np.where(state.ngpu > 0, now, state.queued_since)      # preempted now: now
+            due = np.where(ngpu == 0, self._promotion_due(state, q, since), np.inf)
+            if np.isfinite(due).any():
+                times.append(np.min(due))
         if not times:
             return None
         t = float(min(times))
         return t if t > now else float(np.nextafter(now, np.inf))
+
+    def _promotion_due(self, state: SchedState, q: np.ndarray, since: np.ndarray) -> np.ndarray:
+        """When each job, pending from `since`, is promoted (inf: not eligible).
+
+        Eligible: in a lower queue, with executed time > 0 since the last promotion,
+        and some work done since it last entered Q0 (see the module notes).
+        """
+        ids = state.active
+        executed = state.run_s - self.run_base[ids]
+        ok = (q > 0) & (executed > 0) & (state.remaining < self.rem_base[ids])
+        return np.where(ok, since + self.promote_knob * executed, np.inf)
 
     def params(self) -> dict:
         return {**super().params(), "thresholds": self.thresholds.tolist(),
