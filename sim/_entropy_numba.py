@@ -2,14 +2,29 @@
 
 Same rules and the same arithmetic as the C kernel ``csrc/sk_entropy.c``: per row,
 ``m = max z``, ``d = z - m``, ``k = #(d == 0)``, ``r = sum_{d<0} exp(d)``, ``t = sum d exp(d)``,
-``H = log k + log1p(r / k) - t / (k + r)``, ``h = H / log C``.  float16/float32 rows use a
-float32 Cephes-style polynomial ``exp`` (written so LLVM can vectorize it) with float32
-partial sums flushed into float64 every 256 elements; float64 rows use ``math.exp``.
+``H = log k + log1p(r / k) - t / (k + r)``, ``h = H / log C``.  float16/float32 rows use the
+C kernel's float32 ``exp`` (magic-number rounding, Cody-Waite reduction, degree-5
+minimax polynomial, 2^n added to the exponent bits through a bit-cast intrinsic), written
+as straight-line scalar code so LLVM vectorizes the loops; float64 rows use ``math.exp``.
+
+* C <= ``_LANE_MAXC`` (float32): rows are processed ``_LANES`` at a time, column-wise (a
+  small transposed block ``buf[j, lane]``), so every inner loop runs over the lanes of a
+  block with no per-row horizontal work, and the finish (log, log1p) is a float32
+  vectorizable polynomial too, as in the C kernel's eight-rows-per-vector path.
+* larger C: one row at a time, two passes (max; then exp, sums), float32 partial sums
+  flushed into float64 every 256 elements.
+
+fastmath: the ``exp``/``log`` helpers are compiled with ``contract`` only (fused
+multiply-add), never ``reassoc``, which could fold the magic-number rounding away.
+The row loops add ``reassoc``/``nsz`` so LLVM may vectorize the float32 partial sums;
+that only changes the rounding of sums of non-negative terms (far inside the 1e-5
+budget) and cannot change a decision: the NaN test reads the bits, ties are exact
+compares, and no ``nnan``/``ninf``/``afn`` flag is used where a NaN or inf matters.
 
 Determinism: rows are split into a fixed number of chunks that does not depend on the
-thread count, every row is computed on its own, and grouped sums are added serially in
-row order, so results are identical on 1 and N threads.  The public wrappers only take
-plain arrays; :mod:`sim.entropy` validates and converts inputs first.
+thread count, every row is computed on its own (lanes never mix), and grouped sums are
+added serially in row order, so results are identical on 1 and N threads.  The public
+wrappers only take plain arrays; :mod:`sim.entropy` validates and converts inputs first.
 """
 from __future__ import annotations
 
@@ -17,30 +32,104 @@ import math
 
 import numba
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 __all__ = ["rows", "grouped"]
 
 _F = np.float32
 _LOG2E = _F(1.44269504088896341)
+_MAGIC = _F(12582912.0)  # 1.5 * 2**23: x + magic rounds x to an integer held in the low bits
 _C1 = _F(0.693359375)
 _C2 = _F(-2.12194440e-4)
-_P0 = _F(1.9875691500e-4)
-_P1 = _F(1.3981999507e-3)
-_P2 = _F(8.3334519073e-3)
-_P3 = _F(4.1665795894e-2)
-_P4 = _F(1.6666665459e-1)
-_P5 = _F(5.0000001201e-1)
+# degree-5 minimax polynomial of exp on [-ln2/2, ln2/2] (the C kernel's; rel. error 1.7e-7)
+_Q5 = _F(8.2903061231e-3)
+_Q4 = _F(4.1897976317e-2)
+_Q3 = _F(1.6667636588e-1)
+_Q2 = _F(4.9999149186e-1)
+_Q1 = _F(9.9999970701e-1)
 _ONE = _F(1.0)
 _HALF = _F(0.5)
 _ZERO = _F(0.0)
 _LO = _F(-87.3)
 _TWO112 = _F(2.0 ** 112)
+_SQRTH = _F(0.707106781186547524)
+_L = (_F(7.0376836292e-2), _F(-1.1514610310e-1), _F(1.1676998740e-1), _F(-1.2420140846e-1),
+      _F(1.4249322787e-1), _F(-1.6668057665e-1), _F(2.0000714765e-1), _F(-2.4999993993e-1),
+      _F(3.3333331174e-1))
 _BLOCK = 256
 _N_CHUNKS = 512  # fixed: chunking must not depend on the thread count
+_LANES = 16      # rows per block in the small-C kernel (two AVX2 vectors)
+_LANE_MAXC = 32  # the small-C kernel handles C <= this
 
 # Only value-safe flags: no nnan/ninf (NaN rows are detected), no afn (our own exp).
 _FM = {"reassoc", "nsz", "contract"}
+# exp/log helpers: fused multiply-add only (reassoc could undo the magic-number rounding)
+_FM_EXP = {"contract"}
+
+
+@intrinsic
+def _f32_bits(typingctx, x):
+    """The bits of a float32 as int32 (a bit cast LLVM can vectorize)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def _bits_f32(typingctx, x):
+    """The float32 whose bits are the int32 ``x``."""
+    if x != types.int32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.int32), codegen
+
+
+@njit(fastmath=_FM_EXP)
+def _exp32(x):
+    """exp(x) for float32 x in [-87.3, 0] (the C kernel's ske_exp8, one lane)."""
+    t = x * _LOG2E + _MAGIC
+    fx = t - _MAGIC
+    r = x - fx * _C1
+    r = r - fx * _C2
+    p = _Q5
+    p = p * r + _Q4
+    p = p * r + _Q3
+    p = p * r + _Q2
+    p = p * r + _Q1
+    p = p * r + _ONE
+    return _bits_f32(_f32_bits(p) + (_f32_bits(t) << np.int32(23)))
+
+
+@njit(fastmath=_FM_EXP)
+def _log32(x):
+    """log(x) for finite float32 x >= 1 (Cephes logf; the C kernel's ske_log8, one lane)."""
+    xi = _f32_bits(x)
+    e = _F((xi >> np.int32(23)) - np.int32(126))
+    m = _bits_f32((xi & np.int32(0x007FFFFF)) | np.int32(0x3F000000))
+    small = m < _SQRTH
+    e = e - _ONE if small else e
+    m = (m + m if small else m) - _ONE
+    z = m * m
+    y = _L[0]
+    y = y * m + _L[1]
+    y = y * m + _L[2]
+    y = y * m + _L[3]
+    y = y * m + _L[4]
+    y = y * m + _L[5]
+    y = y * m + _L[6]
+    y = y * m + _L[7]
+    y = y * m + _L[8]
+    y = (y * m) * z
+    y = e * _C2 + y
+    y = y - z * _HALF
+    return e * _C1 + (m + y)
 
 
 @njit(inline="always", fastmath=_FM)
@@ -69,8 +158,8 @@ def _max_and_nan_count(z, zi, c):
 
 
 @njit(fastmath=_FM)
-def _row_f32(z, c, inv_logc, ibuf, fview):
-    """z: contiguous float32 row.  ibuf/fview: int32 scratch and its float32 view."""
+def _row_f32(z, c, inv_logc):
+    """z: contiguous float32 row."""
     m, nans = _max_and_nan_count(z, z.view(np.int32), c)
     if nans > 0 or not math.isfinite(m):
         return np.nan
@@ -82,34 +171,18 @@ def _row_f32(z, c, inv_logc, ibuf, fview):
     j0 = 0
     while j0 < c:
         nb = min(_BLOCK, c - j0)
-        zb = z[j0:j0 + nb]
-        # exp(d) = p(x) * 2^n: write 2^n's bits, read them back as float32
-        for j in range(nb):
-            d = zb[j] - m
-            dc = d if d > _LO else _LO
-            n = np.int32(dc * _LOG2E - _HALF)
-            ibuf[j] = (n + np.int32(127)) << np.int32(23)
         rf = _ZERO
         tf = _ZERO
         kb = 0
-        for j in range(nb):
-            d = zb[j] - m
+        for j in range(j0, j0 + nb):
+            d = z[j] - m
+            tie = d == _ZERO
             dc = d if d > _LO else _LO
-            fx = _F(np.int32(dc * _LOG2E - _HALF))
-            x = dc - fx * _C1
-            x = x - fx * _C2
-            p = _P0
-            p = p * x + _P1
-            p = p * x + _P2
-            p = p * x + _P3
-            p = p * x + _P4
-            p = p * x + _P5
-            p = p * (x * x) + (x + _ONE)
-            e = p * fview[j]
-            e = e if d < _ZERO else _ZERO
+            e = _exp32(dc)
+            e = _ZERO if tie else e
             rf += e
             tf += dc * e
-            kb += 1 if d == _ZERO else 0
+            kb += 1 if tie else 0
         rd += rf
         td += tf
         k += kb
@@ -165,6 +238,79 @@ def _row_f64(z, c, inv_logc):
     return _finish(k, r, t, inv_logc)
 
 
+@njit(fastmath=_FM)
+def _lanes_f32(flat, i0, nb, c, stride, inv_logc, buf, m, bad, r, t, k, out):
+    """Rows i0 .. i0+nb-1 (nb <= _LANES), one per lane, column-wise.  Dead lanes re-read
+    row i0 and are dropped.  Every lane's arithmetic depends only on its own row."""
+    for l in range(_LANES):
+        base = (i0 + (l if l < nb else 0)) * stride
+        for j in range(c):
+            buf[j, l] = flat[base + j]
+    bits = buf.view(np.int32)
+    for l in range(_LANES):
+        m[l] = -np.inf
+        bad[l] = 0
+        r[l] = _ZERO
+        t[l] = _ZERO
+        k[l] = 0
+    for j in range(c):
+        for l in range(_LANES):
+            v = buf[j, l]
+            m[l] = v if v > m[l] else m[l]
+            bad[l] |= 1 if (bits[j, l] & np.int32(0x7FFFFFFF)) > np.int32(0x7F800000) else 0
+    for j in range(c):
+        for l in range(_LANES):
+            d = buf[j, l] - m[l]
+            tie = d == _ZERO
+            dc = d if d > _LO else _LO
+            e = _exp32(dc)
+            e = _ZERO if tie else e
+            r[l] += e
+            t[l] += dc * e
+            k[l] += 1 if tie else 0
+    for l in range(nb):
+        if bad[l] != 0 or not (m[l] > -np.inf and m[l] < np.inf):
+            out[i0 + l] = np.nan
+        elif c == 1:
+            out[i0 + l] = 0.0
+        else:
+            out[i0 + l] = _lane_finish(_F(k[l]), r[l], t[l], inv_logc)
+
+
+@njit(fastmath=_FM_EXP)
+def _lane_finish(kf, r, t, inv_logc):
+    """H = log k + log1p(r / k) - t / (k + r) in float32 (log1p by Goldberg's trick),
+    as in the C kernel's eight-rows path."""
+    q = r / kf
+    u = _ONE + q
+    um1 = u - _ONE
+    l1p = q if um1 == _ZERO else _log32(u) * q / um1
+    h = _log32(kf) + l1p - t / (kf + r)
+    h = h if h > _ZERO else _ZERO
+    v = float(h) * inv_logc
+    return v if v < 1.0 else 1.0
+
+
+@njit(parallel=True, fastmath=_FM, cache=True)
+def _rows_f32_lanes_kernel(flat, n, c, stride, out):
+    inv_logc = 1.0 / math.log(c) if c > 1 else 0.0
+    n_blocks = (n + _LANES - 1) // _LANES
+    n_chunks = min(n_blocks, _N_CHUNKS)
+    for ch in prange(n_chunks):
+        b_lo = ch * n_blocks // n_chunks
+        b_hi = (ch + 1) * n_blocks // n_chunks
+        buf = np.empty((c, _LANES), np.float32)
+        m = np.empty(_LANES, np.float32)
+        bad = np.empty(_LANES, np.int32)
+        r = np.empty(_LANES, np.float32)
+        t = np.empty(_LANES, np.float32)
+        k = np.empty(_LANES, np.int32)
+        for b in range(b_lo, b_hi):
+            i0 = b * _LANES
+            _lanes_f32(flat, i0, min(_LANES, n - i0), c, stride, inv_logc, buf, m, bad, r, t, k,
+                       out)
+
+
 @njit(parallel=True, fastmath=_FM, cache=True)
 def _rows_f32_kernel(flat, n, c, stride, out):
     inv_logc = 1.0 / math.log(c) if c > 1 else 0.0
@@ -172,10 +318,8 @@ def _rows_f32_kernel(flat, n, c, stride, out):
     for ch in prange(n_chunks):
         lo = ch * n // n_chunks
         hi = (ch + 1) * n // n_chunks
-        ibuf = np.empty(min(c, _BLOCK), np.int32)
-        fview = ibuf.view(np.float32)
         for i in range(lo, hi):
-            out[i] = _row_f32(flat[i * stride:i * stride + c], c, inv_logc, ibuf, fview)
+            out[i] = _row_f32(flat[i * stride:i * stride + c], c, inv_logc)
 
 
 @njit(parallel=True, fastmath=_FM, cache=True)
@@ -190,7 +334,7 @@ def _rows_f16_kernel(flat, n, c, stride, out):
         zbuf = np.empty(c, np.float32)
         for i in range(lo, hi):
             _half_row(flat[i * stride:i * stride + c], c, zbuf, ibuf, fview)
-            out[i] = _row_f32(zbuf, c, inv_logc, ibuf, fview)
+            out[i] = _row_f32(zbuf, c, inv_logc)
 
 
 @njit(parallel=True, fastmath=_FM, cache=True)
@@ -214,7 +358,8 @@ def _group_add(values, groups, sums, counts):
 
 def _run(flat, n, c, stride, threads, out):
     if flat.dtype == np.float32:
-        kernel, data = _rows_f32_kernel, flat
+        kernel = _rows_f32_lanes_kernel if c <= _LANE_MAXC else _rows_f32_kernel
+        data = flat
     elif flat.dtype == np.float16:
         kernel, data = _rows_f16_kernel, flat.view(np.uint16)
     elif flat.dtype == np.float64:

@@ -73,7 +73,8 @@ def test_same_results_on_a_dask_local_cluster(pool_run, tmp_path):
     pytest.importorskip("distributed")
     part = dict(SMALL, name="part", grid=dict(SMALL["grid"], seed=[1]))   # 4 of the 8 cells
     report = run_sweep(parse_spec(part), tmp_path / "dask", workers=2, dask="local")
-    assert report.engine.startswith("dask LocalCluster") and report.done == 4
+    assert report.engine.startswith("dask LocalCluster")
+    assert (report.done, report.failed) == (4, 0), report.failures
     a_rows, a_jobs = results(pool_run[0])
     b_rows, b_jobs = results(tmp_path / "dask")
     assert b_rows == [r for r in a_rows if r["cell_id"] in b_jobs]

@@ -34,6 +34,9 @@ time-to-accuracy jobs.  The policy asks to be woken at the next estimated epoch 
   back up to ``c`` divided by it (moving away from the current size is a restart);
 * placement: consolidated first fit on the fewest nodes (the greedy placer), preemptive.
 
+Timers: the engine keeps every timer a plan asks for, so the policy asks for an epoch
+wakeup only when none of its earlier requests is still ahead of it.
+
 ``thr_j(n)`` is the throughput oracle's reference rate when an ``oracle`` is given, else
 the fitted step-time model of the job's profile (``n b / (alpha_c + beta_c b + T_sync(n))``).
 
@@ -192,6 +195,7 @@ class EGHS(Policy):
         self._thr = self._throughput_table(jobs, spec)
         self._t_last = np.full(n, np.nan)
         self._s_last = np.zeros(n)
+        self._pending_wake = -np.inf      # the earliest timer we asked for that is still ahead
 
     def _throughput_table(self, jobs, spec) -> np.ndarray:
         """thr[job, n] for n = 0..K_cap+1 (iterations/s, n GPUs, consolidated)."""
@@ -309,8 +313,13 @@ class EGHS(Policy):
             return None
         left = (L.epoch[ids[run]] + 1) * L.epoch_samples[ids[run]] - s[run]
         t = now + float(np.min(np.maximum(left, 0.0) / rate[run]))
-        return max(t, now + self.micro_min_interval_s) if self.micro_min_interval_s > 0 else \
+        t = max(t, now + self.micro_min_interval_s) if self.micro_min_interval_s > 0 else \
             max(t, float(np.nextafter(now, np.inf)))
+        # the engine keeps every timer: ask only when no earlier one of ours is pending
+        if now < self._pending_wake <= t:
+            return None
+        self._pending_wake = t
+        return t
 
     def params(self) -> dict:
         return {**super().params(), "micro": self.micro, "macro": self.macro,
