@@ -6,6 +6,8 @@ For float32 logits at (N, C) = (1e6, 10), (1e5, 1000), (2e4, 32000), in one run:
   * C vs torch's CPU log_softmax formulation (when torch is installed): faster;
   * C read rate vs a memory-read bandwidth probe at (2e4, 32000): >= 60%;
   * Numba within 2x of C.
+All implementations of a shape are timed in the same interleaved rounds (best of
+--repeat); the probe is timed right after them on the same array.
 Prints a table and the ratios; --out writes the rows as Parquet.
 
     python scalability/bench_entropy.py [--scale 1.0] [--repeat 3] [--out out/bench_entropy.parquet]
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -55,6 +58,23 @@ def best_time(fn, repeat: int) -> float:
     return min(ts)
 
 
+def interleaved_best(fns: dict, repeat: int, warm: set) -> dict:
+    """Best-of-``repeat`` per implementation, timed in interleaved rounds (C, Numba,
+    numpy, torch, C, Numba, ...) so a change of machine load hits all of them alike.
+    Only the names in ``warm`` get an untimed warm-up call (compilation, first touch);
+    the slow baselines have nothing to warm up, and their first call counts as a
+    sample (a min over more samples can only favour them)."""
+    for name in warm:
+        fns[name]()
+    ts = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            ts[name].append(time.perf_counter() - t0)
+    return {name: min(v) for name, v in ts.items()}
+
+
 def bandwidth_probe(x: np.ndarray, repeat: int) -> tuple[float, str]:
     """Memory-read GB/s: the best of numpy's sum (1 thread) and a parallel Numba sum."""
     import numba
@@ -92,7 +112,8 @@ def main(argv=None) -> int:
     except ImportError:
         torch = None
     rng = np.random.default_rng(0)
-    print(f"C kernel: AVX2 path = {E.simd_level()}, threads = {E.lib.sk_entropy_max_threads()}")
+    print(f"C kernel: AVX2 path = {E.simd_level()}, threads = {E.lib.sk_entropy_max_threads()}; "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs at start")
     rows = []
     for n, c in SHAPES:
         n = max(1, int(n * args.scale))
@@ -101,18 +122,19 @@ def main(argv=None) -> int:
         for impl in ("c", "numba"):
             assert np.allclose(E.normalized_entropy(x[:64], impl=impl), ref, rtol=1e-4, atol=1e-6)
         r = {"N": n, "C": c}
-        r["c"] = best_time(lambda: E.normalized_entropy(x, impl="c"), args.repeat)
-        r["numba"] = best_time(lambda: E.normalized_entropy(x, impl="numba"), args.repeat)
-        rep_np = max(1, args.repeat - 1)
-        r["numpy"] = min(best_time(lambda: numpy_best(x), rep_np),
-                         best_time(lambda: numpy_logsoftmax(x), rep_np))
+        fns = {"c": lambda: E.normalized_entropy(x, impl="c"),
+               "numba": lambda: E.normalized_entropy(x, impl="numba"),
+               "numpy_best": lambda: numpy_best(x),
+               "numpy_logsoftmax": lambda: numpy_logsoftmax(x)}
         if torch is not None:
             tx = torch.from_numpy(x)
 
             def torch_entropy():
                 lp = torch.log_softmax(tx, dim=1)
                 return -(lp.exp() * lp).sum(dim=1) / math.log(c)
-            r["torch"] = best_time(torch_entropy, rep_np)
+            fns["torch"] = torch_entropy
+        r.update(interleaved_best(fns, args.repeat, warm={"c", "numba"}))
+        r["numpy"] = min(r["numpy_best"], r["numpy_logsoftmax"])
         if c == 32000:
             r["probe_GBps"], r["probe_how"] = bandwidth_probe(x, args.repeat)
         rows.append(r)
@@ -128,6 +150,7 @@ def main(argv=None) -> int:
         print(f"{r['N']:>9} {r['C']:>6} | {r['c']:8.4f} {el / r['c'] / 1e9:6.2f} "
               f"{4 * el / r['c'] / 1e9:6.2f} | {r['numba']:8.4f} | {r['numpy']:8.4f} | {ts}")
     print()
+    print(f"load average {os.getloadavg()[0]:.2f} at end")
     print("ratios (target in brackets):")
     for r in rows:
         need = 4.0 if r["C"] < 1000 else 8.0

@@ -91,7 +91,7 @@ def make_workload(nodes: int, seed: int, jobs_per_node: float, load: float, dura
                   oracle):
     n_jobs = int(round(jobs_per_node * nodes))
     gpus = nodes * 8
-    rate = load * gpus / (GAVEL_GPU_HOURS * duration_scale)        # jobs per hour
+    rate = load * gpus                                               # jobs per hour
     wl = generate_workload(n_jobs, rate, seed, models=list(MODELS), throughput=oracle)
     t = wl.table
     g = t.column("gpus").to_numpy()
@@ -225,7 +225,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--jobs-per-node", default="4,2,1",
                     help="jobs per node for each size (comma list aligned with --sizes)")
-    ap.add_argument("--load", type=float, default=1.2, help="offered GPU-hours / capacity")
+    ap.add_argument("--load", type=float, default=0.6, help="arrivals per GPU per hour")
     ap.add_argument("--duration-scale", type=float, default=0.25)
     ap.add_argument("--round-s", type=float, default=60.0)
     ap.add_argument("--variants", default=",".join(VARIANTS))

@@ -82,13 +82,19 @@ def _f32_bits(typingctx, x):
 
 @intrinsic
 def _bits_f32(typingctx, x):
-    """The float32 whose bits are the int32 ``x``."""
-    if x != types.int32:
+    """The float32 whose bits are the low 32 bits of the integer ``x`` (Numba widens
+    int32 arithmetic to int64; the low 32 bits are the wrapped int32 result)."""
+    if not isinstance(x, types.Integer):
         return None
 
     def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.FloatType())
-    return types.float32(types.int32), codegen
+        v = args[0]
+        if sig.args[0].bitwidth > 32:
+            v = builder.trunc(v, ir.IntType(32))
+        elif sig.args[0].bitwidth < 32:
+            v = builder.sext(v, ir.IntType(32))
+        return builder.bitcast(v, ir.FloatType())
+    return types.float32(x), codegen
 
 
 @njit(fastmath=_FM_EXP)
@@ -111,7 +117,7 @@ def _exp32(x):
 def _log32(x):
     """log(x) for finite float32 x >= 1 (Cephes logf; the C kernel's ske_log8, one lane)."""
     xi = _f32_bits(x)
-    e = _F((xi >> np.int32(23)) - np.int32(126))
+    e = _F(np.int32((xi >> np.int32(23)) - np.int32(126)))  # int32 -> float32: vectorizes
     m = _bits_f32((xi & np.int32(0x007FFFFF)) | np.int32(0x3F000000))
     small = m < _SQRTH
     e = e - _ONE if small else e
@@ -173,19 +179,19 @@ def _row_f32(z, c, inv_logc):
         nb = min(_BLOCK, c - j0)
         rf = _ZERO
         tf = _ZERO
-        kb = 0
-        for j in range(j0, j0 + nb):
-            d = z[j] - m
-            tie = d == _ZERO
-            dc = d if d > _LO else _LO
-            e = _exp32(dc)
-            e = _ZERO if tie else e
+        kf = _ZERO  # ties counted in float32: exact (<= 256 per block); keeps the loop 8-wide
+        zb = z[j0:j0 + nb]  # a slice and range(nb): indices provably >= 0, so it vectorizes
+        for j in range(nb):
+            d = zb[j] - m
+            w = _F(d < _ZERO)  # 0 for ties with the max (d == 0), else 1: a multiply, not a
+            dc = d if d > _LO else _LO  # branch, so LLVM keeps the reductions vectorized
+            e = _exp32(dc) * w
             rf += e
             tf += dc * e
-            kb += 1 if tie else 0
+            kf += _ONE - w
         rd += rf
         td += tf
-        k += kb
+        k += int(kf)
         j0 += nb
     return _finish(float(k), rd, td, inv_logc)
 
@@ -238,57 +244,62 @@ def _row_f64(z, c, inv_logc):
     return _finish(k, r, t, inv_logc)
 
 
-@njit(fastmath=_FM)
-def _lanes_f32(flat, i0, nb, c, stride, inv_logc, buf, m, bad, r, t, k, out):
+@njit(fastmath=_FM, inline="always")  # inlined: no per-block call and array refcounting
+def _lanes_f32(flat, i0, nb, c, stride, inv_logc, buf, m, bad, r, t, k, hv, out):
     """Rows i0 .. i0+nb-1 (nb <= _LANES), one per lane, column-wise.  Dead lanes re-read
     row i0 and are dropped.  Every lane's arithmetic depends only on its own row."""
     for l in range(_LANES):
         base = (i0 + (l if l < nb else 0)) * stride
         for j in range(c):
             buf[j, l] = flat[base + j]
-    bits = buf.view(np.int32)
     for l in range(_LANES):
         m[l] = -np.inf
-        bad[l] = 0
+        bad[l] = _ZERO
         r[l] = _ZERO
         t[l] = _ZERO
-        k[l] = 0
+        k[l] = _ZERO
     for j in range(c):
         for l in range(_LANES):
             v = buf[j, l]
             m[l] = v if v > m[l] else m[l]
-            bad[l] |= 1 if (bits[j, l] & np.int32(0x7FFFFFFF)) > np.int32(0x7F800000) else 0
+            bad[l] = max(bad[l], _F(v != v))  # no nnan flag: the NaN test stays
     for j in range(c):
         for l in range(_LANES):
             d = buf[j, l] - m[l]
-            tie = d == _ZERO
+            w = _F(d < _ZERO)  # 0 for ties with the max (see _row_f32)
             dc = d if d > _LO else _LO
-            e = _exp32(dc)
-            e = _ZERO if tie else e
+            e = _exp32(dc) * w
             r[l] += e
             t[l] += dc * e
-            k[l] += 1 if tie else 0
+            k[l] += _ONE - w
+    _lanes_finish(k, r, t, inv_logc, hv)
     for l in range(nb):
-        if bad[l] != 0 or not (m[l] > -np.inf and m[l] < np.inf):
+        if bad[l] != _ZERO or not (m[l] > -np.inf and m[l] < np.inf):
             out[i0 + l] = np.nan
         elif c == 1:
             out[i0 + l] = 0.0
         else:
-            out[i0 + l] = _lane_finish(_F(k[l]), r[l], t[l], inv_logc)
+            out[i0 + l] = hv[l]
 
 
 @njit(fastmath=_FM_EXP)
-def _lane_finish(kf, r, t, inv_logc):
-    """H = log k + log1p(r / k) - t / (k + r) in float32 (log1p by Goldberg's trick),
-    as in the C kernel's eight-rows path."""
-    q = r / kf
-    u = _ONE + q
-    um1 = u - _ONE
-    l1p = q if um1 == _ZERO else _log32(u) * q / um1
-    h = _log32(kf) + l1p - t / (kf + r)
-    h = h if h > _ZERO else _ZERO
-    v = float(h) * inv_logc
-    return v if v < 1.0 else 1.0
+def _lanes_finish(k, r, t, inv_logc, hv):
+    """hv[l] = h from (k, r, t) of each lane: H = log k + log1p(r / k) - t / (k + r) in
+    float32, log1p by Goldberg's trick, as in the C kernel's eight-rows path.  Branch-free
+    over all lanes so it vectorizes; ``contract`` only, as reassoc would fold
+    (1 + q) - 1 into q and undo the trick."""
+    for l in range(_LANES):
+        kf = k[l] if k[l] > _ONE else _ONE  # bad lanes may have k = 0 (dropped later)
+        q = r[l] / kf
+        u = _ONE + q
+        um1 = u - _ONE
+        nz = um1 != _ZERO
+        l1p = _log32(u) * q / (um1 if nz else _ONE)
+        l1p = l1p if nz else q
+        h = _log32(kf) + l1p - t[l] / (kf + r[l])
+        h = h if h > _ZERO else _ZERO
+        v = float(h) * inv_logc
+        hv[l] = v if v < 1.0 else 1.0
 
 
 @njit(parallel=True, fastmath=_FM, cache=True)
@@ -301,14 +312,15 @@ def _rows_f32_lanes_kernel(flat, n, c, stride, out):
         b_hi = (ch + 1) * n_blocks // n_chunks
         buf = np.empty((c, _LANES), np.float32)
         m = np.empty(_LANES, np.float32)
-        bad = np.empty(_LANES, np.int32)
+        bad = np.empty(_LANES, np.float32)
         r = np.empty(_LANES, np.float32)
         t = np.empty(_LANES, np.float32)
-        k = np.empty(_LANES, np.int32)
+        k = np.empty(_LANES, np.float32)
+        hv = np.empty(_LANES, np.float64)
         for b in range(b_lo, b_hi):
             i0 = b * _LANES
             _lanes_f32(flat, i0, min(_LANES, n - i0), c, stride, inv_logc, buf, m, bad, r, t, k,
-                       out)
+                       hv, out)
 
 
 @njit(parallel=True, fastmath=_FM, cache=True)

@@ -26,7 +26,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
+    args.argv = ["clustersim"] + argv      # the command as typed, for provenance records
     try:
         args.func(args)
     except SimError as exc:

@@ -212,3 +212,37 @@ def test_c_kernel_rejects_bad_arguments_without_crashing():
                                 ffi.cast("int64_t *", ffi.from_buffer(counts)))
     assert rc == lib.SK_ENTROPY_EGROUP
     assert sums.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("impl", KERNELS)
+@pytest.mark.parametrize("c", [2, 7, 10, 40, 1000])
+def test_exp_range_of_the_float32_kernels(impl, c):
+    """Rows [0, d, -inf, ...] with d over the whole range the float32 exp serves
+    (-87.3 <= d <= 0): the cheap exp polynomial, the magic-number rounding and the 2^n
+    exponent add hold 1e-5 everywhere (small-C lane paths and the row path)."""
+    d = np.concatenate([-np.geomspace(1e-7, 87.0, 300), [-1e-30, -0.5, -0.34657, -0.34658]])
+    x = np.full((d.size, c), -np.inf, np.float32)
+    x[:, 0] = 0.0
+    x[:, 1] = d
+    want = sk_entropy_rows(x.tolist())
+    assert_matches(E.normalized_entropy(x, impl=impl), want)
+    # the same values spread over a full row, with ties with the maximum
+    y = np.tile(np.linspace(-40.0, 0.0, c, dtype=np.float32), (3, 1))
+    y[1, -2] = 0.0
+    y[2] += 1e4
+    assert_matches(E.normalized_entropy(y, impl=impl), sk_entropy_rows(y.tolist()))
+
+
+@pytest.mark.parametrize("impl", KERNELS)
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 15, 16, 17, 33])
+def test_row_blocks_with_dead_lanes(impl, n):
+    """The small-C kernels work on blocks of rows (8 in C, 16 in Numba); a partial last
+    block must neither read past the input nor leak values between rows."""
+    for c in (3, 10, 32):
+        x = (np.random.default_rng(n * 100 + c).standard_normal((n, c)) * 4).astype(np.float32)
+        x[n // 2, c // 2] = np.nan
+        got = E.normalized_entropy(x, impl=impl)
+        assert_matches(got, sk_entropy_rows(x.tolist()))
+        # a row's value does not depend on its neighbours
+        for i in (0, n - 1):
+            assert_matches(E.normalized_entropy(x[i:i + 1], impl=impl), got[i:i + 1], rtol=0, atol=0)

@@ -54,7 +54,7 @@ def _collect(args) -> None:
     if args.epochs < 1:
         raise ConfigError("--epochs must be >= 1")
     table, lc = collector.run(cfg, args.out, lc_out=args.learning_curves, epochs=args.epochs,
-                              argv=["clustersim"] + sys.argv[1:])
+                              argv=args.argv)
     print(f"wrote {table.num_rows} measurements to {args.out}")
     if lc is not None:
         print(f"wrote {lc.num_rows} learning-curve rows to {args.learning_curves}")

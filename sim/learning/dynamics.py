@@ -274,6 +274,8 @@ def _project(target, lo, hi, total, out):
     b += 1.0
     for _ in range(200):
         mid = 0.5 * (a + b)
+        if mid == a or mid == b:
+            break              # a, b adjacent floats: the remaining iterations change nothing
         s = 0.0
         for i in range(K):
             s += min(max(target[i] + mid, lo[i]), hi[i])

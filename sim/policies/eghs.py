@@ -25,9 +25,12 @@ time-to-accuracy jobs.  The policy asks to be woken at the next estimated epoch 
   jobs and of the running jobs not yet visited, or if ``U_j >= theta_adm *
   median(U of running jobs)`` and its minimum fits next to the admitted ones (it may then
   displace lower-ranked running jobs);
-* quotas: greedy water-filling from each admitted job's minimum ``R_min``: one GPU at a
-  time to the largest ``Ubar_j^alpha_U * (thr_j(n+1) - thr_j(n)) / thr_j(1)``, times the
-  restart factor below, until GPUs run out or no gain is positive; capped at ``R_max``;
+* quotas: greedy water-filling from each admitted job's minimum ``R_min``: GPUs go to the
+  largest ``Ubar_j^alpha_U * (thr_j(n') - thr_j(n)) / (n' - n) / thr_j(1)``, times the
+  restart factor below, until GPUs run out or no gain is positive; capped at ``R_max``.
+  ``n'`` is the next vertex of the upper concave envelope of ``thr_j`` above ``n`` (one GPU
+  at a time where thr is concave; a jump over a dip, e.g. the LM table's 2 -> 8 GPUs; a
+  jump that does not fit leaves the job where it is);
 * restart cost (Pollux's factor, algorithms.md §5.5): ``r_j = max(r_min, (age_j -
   restarts_j * delta_j) / (age_j + delta_j))`` with ``delta_j`` the job's restart delay;
   for a running job at ``c`` GPUs, steps beyond ``c`` are multiplied by ``r_j`` and steps
@@ -37,8 +40,9 @@ time-to-accuracy jobs.  The policy asks to be woken at the next estimated epoch 
 Timers: the engine keeps every timer a plan asks for, so the policy asks for an epoch
 wakeup only when none of its earlier requests is still ahead of it.
 
-``thr_j(n)`` is the throughput oracle's reference rate when an ``oracle`` is given, else
-the fitted step-time model of the job's profile (``n b / (alpha_c + beta_c b + T_sync(n))``).
+``thr_j(n)`` is the throughput oracle's rate at n GPUs of the cluster's first GPU type on
+the fewest nodes (its spread rate beyond one node) when an ``oracle`` is given, else the
+fitted step-time model of the job's profile (``n b / (alpha_c + beta_c b + T_sync(n))``).
 
 Ablation switches: ``micro`` (the micro controls) and ``macro`` (the entropy term of the
 macro level).  ``eghs-unaware`` is the learning-unaware baseline: the same machinery with
@@ -62,6 +66,21 @@ from . import register
 from .base import Policy, stable_order
 
 _ORDERINGS = ("usrpt", "utility")
+
+
+@njit(cache=True)
+def _next_size(thr, i, n, rmax):
+    """The next vertex of the upper concave envelope of thr[i, n..rmax] after n (the size
+    a job grows to next: water-filling walks through throughput dips, e.g. a table whose
+    rate at 3-4 GPUs is below that at 2 but far above at 8).  Returns (size, gain per GPU)."""
+    best = -np.inf
+    nxt = n
+    for m in range(n + 1, rmax + 1):
+        s = (thr[i, m] - thr[i, n]) / (m - n)
+        if s > best:           # ties: the smaller size (one GPU at a time where thr is linear)
+            best = s
+            nxt = m
+    return nxt, best
 
 
 @njit(cache=True)
@@ -89,41 +108,43 @@ def _admit_fill(order, running, rmin, rmax, cur, U, theta_med, gainw, thr, total
             alloc[i] = rmin[i]
             used += rmin[i]
     left = total - used
-    heap = [(0.0, np.int64(0))]
+    heap = [(0.0, np.int64(0), np.int64(0))]
     heap.pop()
-    pos = np.zeros(n, np.int64)
-    for p in range(order.shape[0]):
-        pos[order[p]] = p
     for p in range(order.shape[0]):
         i = order[p]
         if admitted[i] and alloc[i] < rmax[i]:
-            g = _gain(i, alloc[i], running, cur, gainw, thr, rfac)
+            m, g = _step_gain(i, alloc[i], rmax[i], running, cur, gainw, thr, rfac)
             if g > 0:
-                heapq.heappush(heap, (-g, p))
+                heapq.heappush(heap, (-g, p, m))
     while left > 0 and len(heap) > 0:
-        negg, p = heapq.heappop(heap)
+        negg, p, m = heapq.heappop(heap)
         i = order[p]
-        alloc[i] += 1
-        left -= 1
+        need = m - alloc[i]
+        if need > left:
+            continue           # the next size does not fit: the job stays where it is
+        alloc[i] = m
+        left -= need
         if alloc[i] < rmax[i]:
-            g = _gain(i, alloc[i], running, cur, gainw, thr, rfac)
+            m2, g = _step_gain(i, alloc[i], rmax[i], running, cur, gainw, thr, rfac)
             if g > 0:
-                heapq.heappush(heap, (-g, p))
+                heapq.heappush(heap, (-g, p, m2))
     return alloc
 
 
 @njit(cache=True)
-def _gain(i, n, running, cur, gainw, thr, rfac):
+def _step_gain(i, n, rmax, running, cur, gainw, thr, rfac):
+    """(next size, weighted gain per GPU) of growing job i from n GPUs."""
     t1 = thr[i, 1]
     if t1 <= 0:
-        return 0.0
-    g = gainw[i] * (thr[i, n + 1] - thr[i, n]) / t1
+        return n, 0.0
+    m, s = _next_size(thr, i, n, rmax)
+    g = gainw[i] * s / t1
     if running[i]:
-        if n + 1 > cur[i]:
+        if m > cur[i]:
             g *= rfac[i]
         else:
             g /= rfac[i]
-    return g
+    return m, g
 
 
 @register
@@ -192,19 +213,25 @@ class EGHS(Policy):
             spec.trace.bind(spec.model_names, jobs.model, np.arange(n))
         self._jobs = jobs
         self.restarts = np.zeros(n, np.int64)
-        self._thr = self._throughput_table(jobs, spec)
+        self._thr = self._throughput_table(jobs, spec, state.cluster)
         self._t_last = np.full(n, np.nan)
         self._s_last = np.zeros(n)
         self._pending_wake = -np.inf      # the earliest timer we asked for that is still ahead
 
-    def _throughput_table(self, jobs, spec) -> np.ndarray:
-        """thr[job, n] for n = 0..K_cap+1 (iterations/s, n GPUs, consolidated)."""
+    def _throughput_table(self, jobs, spec, cluster) -> np.ndarray:
+        """thr[job, n] for n = 0..K_cap+1: iterations/s at n GPUs of the cluster's first GPU
+        type on the fewest nodes (``ceil(n / largest node)``; the oracle's spread rate beyond
+        one node), speed 1."""
         kc = int(max(jobs.gpus_max.max() if len(jobs) else 1, 1)) + 1
         models = np.arange(int(jobs.model.max()) + 1 if len(jobs) else 1)
         ns = np.arange(kc + 1)
         if self.oracle is not None:
             m, k = np.meshgrid(models, ns, indexing="ij")
-            tab = np.asarray(self.oracle.reference_rate(m.ravel(), k.ravel()), float).reshape(m.shape)
+            per_node = int(np.max(cluster.node_gpus))
+            nn = np.maximum(1, -(-k // per_node))
+            tab = np.asarray(self.oracle.rates(m.ravel(), k.ravel(), nn.ravel(),
+                                               np.ones(m.size, np.int64), np.ones(m.size),
+                                               tuple(cluster.gpu_types)), float).reshape(m.shape)
         else:
             a = spec.surrogate.arrays()
             prof = spec.profile[models] if len(spec.profile) else np.zeros(models.size, np.int64)

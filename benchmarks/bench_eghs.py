@@ -1,0 +1,103 @@
+"""asv: EGHS decision latency (policy tier).  One scheduling round at 1024 nodes (8 GPUs
+each) with 2,000 active jobs; target <= 10 ms per round.
+
+The SchedState is built directly (no engine): a Gavel-like mix of elastic jobs, about half
+of them running on a valid placement, the rest queued.  Each timed call gets the next of a
+few precomputed states whose remaining work is a little smaller, so jobs cross epoch
+boundaries and the micro level runs as it does in a simulation.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.cluster import uniform_cluster
+from sim.placement import greedy_place
+from sim.policies import get_policy
+from sim.state import ROUND, JobSpecs, SchedState
+from sim.throughput import TableThroughput
+
+MODELS = ("ResNet-18 (batch size 64)", "ResNet-50 (batch size 64)", "Transformer (batch size 64)",
+          "LM (batch size 20)")
+
+
+def build_state(n_nodes: int = 1024, n_jobs: int = 2000, n_states: int = 8, variant: str = "eghs",
+                seed: int = 0):
+    """(policy, [SchedState]) for n_jobs active jobs on n_nodes x 8 GPUs."""
+    from sim.learning.dynamics import LearningSpec
+
+    rng = np.random.default_rng(seed)
+    oracle = TableThroughput.builtin()
+    cluster = uniform_cluster(n_nodes, 8)
+    names = list(oracle.models)
+    model = np.array([names.index(m) for m in MODELS])[rng.integers(0, len(MODELS), n_jobs)]
+    demand = rng.choice([1, 2, 4, 8], size=n_jobs, p=[0.7, 0.1, 0.15, 0.05]).astype(np.int32)
+    arrival = np.sort(rng.uniform(0, 3600, n_jobs))
+    ref = oracle.reference_rate(model, demand)
+    work = ref * 60 * 10 ** rng.uniform(1.5, 3, n_jobs) * 0.25
+    jobs = JobSpecs(arrival=arrival, demand=demand, gpus_min=np.maximum(1, demand // 2).astype(np.int32),
+                    gpus_max=(2 * demand).astype(np.int32), model=model.astype(np.int32),
+                    work=work, est_duration=work / ref, priority=np.ones(n_jobs),
+                    restart_delay=np.full(n_jobs, 30.0))
+    # a valid current placement: about half of the jobs (by GPU budget) running at their demand
+    order = rng.permutation(n_jobs)
+    want = demand.copy()
+    empty = (np.zeros(n_jobs + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
+    indptr, nodes, counts = greedy_place(order.astype(np.int64), want, *empty, cluster.node_gpus,
+                                         cluster.node_type, 1, 0, True, False)
+    ngpu = np.diff(indptr).astype(np.int32) * 0
+    lens = np.diff(indptr)
+    ngpu = np.bincount(np.repeat(np.arange(n_jobs), lens), weights=counts, minlength=n_jobs).astype(np.int32)
+    half = ngpu.cumsum() > cluster.total_gpus // 2
+    keep = ~half
+    # drop the placements of the jobs beyond half of the GPUs
+    lens2 = np.where(keep, lens, 0)
+    ip2 = np.zeros(n_jobs + 1, np.int64)
+    np.cumsum(lens2, out=ip2[1:])
+    take = np.repeat(keep, lens)
+    nodes, counts = nodes[take], counts[take]
+    ngpu = np.where(keep, ngpu, 0).astype(np.int32)
+    spec = LearningSpec.build(n_jobs, names, jobs.gpus_max, quality=(0.9, 0.97), seed=seed)
+    if variant == "eghs":
+        pol = get_policy("eghs", learning=spec, oracle=oracle)
+    else:
+        pol = get_policy("eghs-unaware", learning=spec, oracle=oracle)
+    states = []
+    for s in range(n_states):
+        now = 3600.0 + 60.0 * s
+        done = np.minimum(work * 0.9, ngpu * 400.0 * (s + 1))   # ~ epochs' worth per step
+        states.append(SchedState(
+            now=now, reasons=ROUND, cluster=cluster, jobs=jobs, active=np.arange(n_jobs, dtype=np.int64),
+            ngpu=ngpu, remaining=work - done, attained_gpu_s=ngpu * 60.0 * (s + 1),
+            run_s=np.where(ngpu > 0, 60.0 * (s + 1), 0.0),
+            queued_since=np.where(ngpu > 0, np.nan, arrival), pl_indptr=ip2, pl_nodes=nodes,
+            pl_counts=counts))
+    return pol, states
+
+
+class EGHSDecision:
+    params = (["eghs", "eghs-unaware"],)
+    param_names = ["variant"]
+    timeout = 300
+
+    def setup(self, variant):
+        self.pol, self.states = build_state(variant=variant)
+        self.pol.schedule(self.states[0])       # allocate per-run state, compile
+        self.i = 0
+
+    def time_schedule_round(self, variant):
+        self.i = self.i % (len(self.states) - 1) + 1
+        self.pol.schedule(self.states[self.i])
+
+
+if __name__ == "__main__":
+    import time
+    for v in ("eghs", "eghs-unaware"):
+        pol, states = build_state(variant=v, n_states=12)
+        pol.schedule(states[0])
+        ts = []
+        for st in states[1:]:
+            t = time.perf_counter()
+            pol.schedule(st)
+            ts.append(time.perf_counter() - t)
+        print(f"{v}: one round at 1024 nodes / 2000 jobs: median {1e3 * np.median(ts):.2f} ms, "
+              f"max {1e3 * max(ts):.2f} ms, micro updates {pol.learning.updates}")
