@@ -1,7 +1,6 @@
 """``clustersim collect``: measure real training steps with PyTorch (optional extra) -> Parquet."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 
