@@ -1,10 +1,11 @@
 """asv: EGHS decision latency (policy tier).  One scheduling round at 1024 nodes (8 GPUs
 each) with 2,000 active jobs; target <= 10 ms per round.
 
-The SchedState is built directly (no engine): a Gavel-like mix of elastic jobs, about half
-of them running on a valid placement, the rest queued.  Each timed call gets the next of a
-few precomputed states whose remaining work is a little smaller, so jobs cross epoch
-boundaries and the micro level runs as it does in a simulation.
+The SchedStates are built directly (no engine): a Gavel-like mix of 2,000 elastic jobs
+(Gavel sizes and durations, gpus_min = gpus // 2, gpus_max = 2 gpus), half of the GPUs
+initially busy.  A warm-up policy then runs a chain of rounds 60 s apart, each state carrying
+the previous plan and the progress made at its rates; the timed policy replays that chain,
+so it sees steady-state rounds (jobs cross epoch boundaries, most placements are kept).
 """
 from __future__ import annotations
 
@@ -44,7 +45,6 @@ def build_state(n_nodes: int = 1024, n_jobs: int = 2000, n_states: int = 8, vari
     empty = (np.zeros(n_jobs + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
     indptr, nodes, counts = greedy_place(order.astype(np.int64), want, *empty, cluster.node_gpus,
                                          cluster.node_type, 1, 0, True, False)
-    ngpu = np.diff(indptr).astype(np.int32) * 0
     lens = np.diff(indptr)
     ngpu = np.bincount(np.repeat(np.arange(n_jobs), lens), weights=counts, minlength=n_jobs).astype(np.int32)
     half = ngpu.cumsum() > cluster.total_gpus // 2
@@ -57,21 +57,34 @@ def build_state(n_nodes: int = 1024, n_jobs: int = 2000, n_states: int = 8, vari
     nodes, counts = nodes[take], counts[take]
     ngpu = np.where(keep, ngpu, 0).astype(np.int32)
     spec = LearningSpec.build(n_jobs, names, jobs.gpus_max, quality=(0.9, 0.97), seed=seed)
-    if variant == "eghs":
-        pol = get_policy("eghs", learning=spec, oracle=oracle)
-    else:
-        pol = get_policy("eghs-unaware", learning=spec, oracle=oracle)
+    name = "eghs" if variant == "eghs" else "eghs-unaware"
+
+    def make():
+        return get_policy(name, learning=spec, oracle=oracle)
+
+    # a chain of rounds 60 s apart: each state carries the previous round's plan (placements,
+    # GPUs) and the progress made at the planned rates, so the timed rounds see a steady state
+    warm = make()
+    now, remaining, ip, nd, ct = 3600.0, work.copy(), ip2, nodes, counts
+    attained = np.zeros(n_jobs)
     states = []
     for s in range(n_states):
-        now = 3600.0 + 60.0 * s
-        done = np.minimum(work * 0.9, ngpu * 400.0 * (s + 1))   # ~ epochs' worth per step
-        states.append(SchedState(
-            now=now, reasons=ROUND, cluster=cluster, jobs=jobs, active=np.arange(n_jobs, dtype=np.int64),
-            ngpu=ngpu, remaining=work - done, attained_gpu_s=ngpu * 60.0 * (s + 1),
-            run_s=np.where(ngpu > 0, 60.0 * (s + 1), 0.0),
-            queued_since=np.where(ngpu > 0, np.nan, arrival), pl_indptr=ip2, pl_nodes=nodes,
-            pl_counts=counts))
-    return pol, states
+        st = SchedState(now=now, reasons=ROUND, cluster=cluster, jobs=jobs,
+                        active=np.arange(n_jobs, dtype=np.int64), ngpu=ngpu, remaining=remaining,
+                        attained_gpu_s=attained.copy(), run_s=attained / np.maximum(ngpu, 1),
+                        queued_since=np.where(ngpu > 0, np.nan, arrival), pl_indptr=ip,
+                        pl_nodes=nd, pl_counts=ct)
+        states.append(st)
+        plan = warm.schedule(st)
+        lens = np.diff(plan.indptr)
+        ngpu = np.bincount(np.repeat(np.arange(n_jobs), lens), weights=plan.counts,
+                           minlength=n_jobs).astype(np.int32)
+        rate = oracle.reference_rate(model, ngpu) * plan.rate_scale
+        remaining = np.maximum(remaining - rate * 60.0, 1.0)
+        attained = attained + ngpu * 60.0
+        ip, nd, ct = plan.indptr, plan.nodes, plan.counts
+        now += 60.0
+    return make(), states
 
 
 class EGHSDecision:
@@ -85,7 +98,8 @@ class EGHSDecision:
         self.i = 0
 
     def time_schedule_round(self, variant):
-        self.i = self.i % (len(self.states) - 1) + 1
+        # rounds in order; wrapping around restarts the run (time goes back: state reset)
+        self.i = (self.i + 1) % len(self.states)
         self.pol.schedule(self.states[self.i])
 
 

@@ -150,24 +150,24 @@ def _finish(k, r, t, inv_logc):
     return v
 
 
-@njit(inline="always", fastmath={"nnan", "nsz", "reassoc"})
-def _max_and_nan_count(z, zi, c):
-    """Row max (NaNs ignored) and the number of NaNs, read from the bits."""
+@njit(inline="always", fastmath=_FM)
+def _max_and_nan_count(z, c):
+    """Row max (NaNs ignored: a compare with NaN is false) and 1.0 if the row holds a
+    NaN, else 0.0.  No nnan flag, so ``v != v`` stays; all-float32 so it is 8 lanes wide."""
     m = _F(-np.inf)
-    nans = 0
+    nans = _ZERO
     for j in range(c):
         v = z[j]
         m = v if v > m else m
-        b = zi[j] & np.int32(0x7FFFFFFF)
-        nans += 1 if b > np.int32(0x7F800000) else 0
+        nans = max(nans, _F(v != v))
     return m, nans
 
 
 @njit(fastmath=_FM)
 def _row_f32(z, c, inv_logc):
     """z: contiguous float32 row."""
-    m, nans = _max_and_nan_count(z, z.view(np.int32), c)
-    if nans > 0 or not math.isfinite(m):
+    m, nans = _max_and_nan_count(z, c)
+    if nans > _ZERO or not math.isfinite(m):
         return np.nan
     if c == 1:
         return 0.0
@@ -272,34 +272,48 @@ def _lanes_f32(flat, i0, nb, c, stride, inv_logc, buf, m, bad, r, t, k, hv, out)
             r[l] += e
             t[l] += dc * e
             k[l] += _ONE - w
-    _lanes_finish(k, r, t, inv_logc, hv)
+    _lanes_finish(k, r, t, hv)
     for l in range(nb):
         if bad[l] != _ZERO or not (m[l] > -np.inf and m[l] < np.inf):
             out[i0 + l] = np.nan
         elif c == 1:
             out[i0 + l] = 0.0
         else:
-            out[i0 + l] = hv[l]
+            v = float(hv[l]) * inv_logc
+            out[i0 + l] = v if v < 1.0 else 1.0
 
 
 @njit(fastmath=_FM_EXP)
-def _lanes_finish(k, r, t, inv_logc, hv):
-    """hv[l] = h from (k, r, t) of each lane: H = log k + log1p(r / k) - t / (k + r) in
-    float32, log1p by Goldberg's trick, as in the C kernel's eight-rows path.  Branch-free
-    over all lanes so it vectorizes; ``contract`` only, as reassoc would fold
-    (1 + q) - 1 into q and undo the trick."""
-    for l in range(_LANES):
+def _recip32(x):
+    """1 / x for normal float32 x > 0: a bit-trick seed and three Newton steps (relative
+    error ~1e-7).  Division-free, because LLVM declines to vectorize loops with fdiv."""
+    y = _bits_f32(np.int32(0x7EF311C3) - _f32_bits(x))
+    y = y * (_F(2.0) - x * y)
+    y = y * (_F(2.0) - x * y)
+    y = y * (_F(2.0) - x * y)
+    return y
+
+
+@njit(fastmath=_FM_EXP)
+def _lanes_finish(k, r, t, hf):
+    """hf[l] = H (float32, >= 0) from (k, r, t) of each lane: H = log(k + r) - t / (k + r),
+    where for k = 1 the log is log1p(r) by Goldberg's trick (one log per row).
+    Branch-free over all lanes and with a run-time trip count (a constant 16 gets fully
+    unrolled and then not vectorized), so LLVM vectorizes it; ``contract`` only, as
+    reassoc could fold (1 + q) - 1 into q and undo the trick."""
+    for l in range(k.size):
         kf = k[l] if k[l] > _ONE else _ONE  # bad lanes may have k = 0 (dropped later)
-        q = r[l] / kf
-        u = _ONE + q
-        um1 = u - _ONE
-        nz = um1 != _ZERO
-        l1p = _log32(u) * q / (um1 if nz else _ONE)
-        l1p = l1p if nz else q
-        h = _log32(kf) + l1p - t[l] / (kf + r[l])
-        h = h if h > _ZERO else _ZERO
-        v = float(h) * inv_logc
-        hv[l] = v if v < 1.0 else 1.0
+        s = kf + r[l]
+        lg = _log32(s)
+        # k = 1: log1p(r) = log(s) * r / (s - 1) (Goldberg), exact for tiny entropies;
+        # k >= 2: H >= log 2, so log(k + r) in one log loses nothing that matters
+        sm1 = s - _ONE
+        nz = sm1 != _ZERO
+        l1p = lg * r[l] * _recip32(sm1 if nz else _ONE)
+        l1p = l1p if nz else r[l]  # 1 + r rounds to 1: log1p(r) = r
+        l1 = l1p if kf == _ONE else lg
+        h = l1 - t[l] * _recip32(s)
+        hf[l] = h if h > _ZERO else _ZERO
 
 
 @njit(parallel=True, fastmath=_FM, cache=True)
@@ -316,7 +330,7 @@ def _rows_f32_lanes_kernel(flat, n, c, stride, out):
         r = np.empty(_LANES, np.float32)
         t = np.empty(_LANES, np.float32)
         k = np.empty(_LANES, np.float32)
-        hv = np.empty(_LANES, np.float64)
+        hv = np.empty(_LANES, np.float32)
         for b in range(b_lo, b_hi):
             i0 = b * _LANES
             _lanes_f32(flat, i0, min(_LANES, n - i0), c, stride, inv_logc, buf, m, bad, r, t, k,
@@ -381,9 +395,13 @@ def _run(flat, n, c, stride, threads, out):
     limit = numba.config.NUMBA_NUM_THREADS
     prev = numba.get_num_threads()
     numba.set_num_threads(min(int(threads), limit) if threads else limit)
+    # hand the fixed chunks out one at a time (dynamic), so a thread that a loaded machine
+    # deschedules does not hold the others up; which thread computes a row never matters
+    prev_chunk = numba.set_parallel_chunksize(1)
     try:
         kernel(data, n, c, stride, out)
     finally:
+        numba.set_parallel_chunksize(prev_chunk)
         numba.set_num_threads(prev)
 
 

@@ -16,7 +16,7 @@ from sim.micro import MicroConfig, MicroController
 from sim.policies import get_policy
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(K=st.integers(1, 8), lb=st.integers(1, 64), seed=st.integers(0, 10_000),
        epochs=st.integers(1, 6), enabled=st.booleans())
 def test_numba_micro_matches_python_controller(K, lb, seed, epochs, enabled):

@@ -49,9 +49,9 @@ def _run_with_trace(path, jobs, n_models=2):
 
 
 def test_trace_drives_the_micro_level(tmp_path):
-    p = synthetic_logits_trace(tmp_path / "t.arrow", ["m0", "m1"], 400, 3, 5, _curve,
+    p = synthetic_logits_trace(tmp_path / "t.arrow", ["m0", "m1"], 80, 3, 5, _curve,
                                rows_per_worker=4, seed=2)
-    jobs = specs([0, 3], [2, 3], [300.0, 200.0], [0, 1])
+    jobs = specs([0, 3], [2, 3], [150.0, 100.0], [0, 1])
     pol, res = _run_with_trace(p, jobs)
     L = pol.learning
     assert np.all(np.isfinite(res.finish)) and L.updates > 0

@@ -34,8 +34,11 @@ the ``u_k`` come from recorded logits instead.
 **Epochs.** An epoch is ``epoch_samples`` of the profile (the dataset).  Samples are counted
 from the work done between decisions (``samples per work unit``: ``M0 / (EFF G lr_pen)`` for
 TTA jobs, the global batch for iteration jobs).  At each decision every job that crossed
-epoch boundaries replays them in order (at most ``max_epochs_per_update``, the latest),
-each through the micro controller.
+``n`` epoch boundaries is updated: ``epoch_batching="merge"`` (default; surrogate signal)
+makes one update with ``u`` at the middle of those epochs (noise ``sigma_u / sqrt(n)``),
+EMA weight ``beta_u ** n`` and rate limit ``n * rate_limit``; ``"replay"`` (and always with
+a logits trace) replays the epochs one by one (at most ``max_epochs_per_update``, the
+latest).
 
 **Micro controller** (the batched Numba twin of :class:`sim.micro.MicroController`, power
 weight map; tests hold it to the Python controller): EMA ``ubar``, weights projected onto
@@ -108,6 +111,7 @@ class DynamicsConfig:
     gain_cap: float = 1.3          # cap of G_micro
     lr_penalty: float = 0.05       # efficiency lost when batches change with constant LR
     max_epochs_per_update: int = 8
+    epoch_batching: str = "merge"  # "merge" or "replay" the epochs crossed between decisions
 
     def validate(self) -> None:
         def bad(msg):
@@ -134,6 +138,8 @@ class DynamicsConfig:
             bad(f"lr_penalty must be < 1, got {self.lr_penalty}")
         if self.max_epochs_per_update < 1:
             bad("max_epochs_per_update must be >= 1")
+        if self.epoch_batching not in ("merge", "replay"):
+            bad(f"epoch_batching must be 'merge' or 'replay', got {self.epoch_batching!r}")
         if self.b_min < 0:
             bad("b_min must be >= 0")
 
@@ -274,8 +280,8 @@ def _project(target, lo, hi, total, out):
     b += 1.0
     for _ in range(200):
         mid = 0.5 * (a + b)
-        if mid == a or mid == b:
-            break              # a, b adjacent floats: the remaining iterations change nothing
+        if b - a <= 4e-16 * max(1.0, abs(a), abs(b)):
+            break              # tau known to ~1 ulp of the weights: w cannot change any more
         s = 0.0
         for i in range(K):
             s += min(max(target[i] + mid, lo[i]), hi[i])
@@ -300,21 +306,19 @@ def _project(target, lo, hi, total, out):
 
 
 @njit(cache=True)
-def _allocate(shares, total, lo, hi, out):
-    """Integers near shares * total summing to total within [lo, hi] (sim.micro.allocate_integers)."""
+def _allocate(shares, total, lo, hi, out, sh, lof, hif, target, frac, order):
+    """Integers near shares * total summing to total within [lo, hi] (sim.micro.allocate_integers).
+    sh, lof, hif, target, frac (float) and order (int) are scratch of length K."""
     K = shares.shape[0]
     s = 0.0
     for i in range(K):
         s += shares[i]
-    sh = np.empty(K)
     for i in range(K):
         sh[i] = shares[i] / s * total if s > 0 else total / K
-    lof = lo.astype(np.float64)
-    hif = hi.astype(np.float64)
-    target = np.empty(K)
+        lof[i] = lo[i]
+        hif[i] = hi[i]
     _project(sh, lof, hif, float(total), target)
     rem = total
-    frac = np.empty(K)
     for i in range(K):
         v = np.int64(math.floor(target[i] + 1e-9))
         v = min(max(v, lo[i]), hi[i])
@@ -324,7 +328,17 @@ def _allocate(shares, total, lo, hi, out):
     if rem == 0:
         return
     step = 1 if rem > 0 else -1
-    order = np.argsort(-frac if rem > 0 else frac, kind="mergesort")
+    # stable order by -frac (rem > 0) or frac (rem < 0), ties by index: insertion sort
+    for i in range(K):
+        order[i] = i
+    for i in range(1, K):
+        k = order[i]
+        key = -frac[k] if step > 0 else frac[k]
+        j = i - 1
+        while j >= 0 and (-frac[order[j]] if step > 0 else frac[order[j]]) > key:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = k
     while rem != 0:
         moved = False
         for j in range(K):
@@ -341,37 +355,42 @@ def _allocate(shares, total, lo, hi, out):
 
 @njit(cache=True)
 def _micro_one(u, ubar, has_ubar, w, b, K, B, beta_u, gamma, w_lo, w_hi, rl, b_min,
-               enabled, prev_U, kappa_lr, delta_eta, eps):
+               enabled, prev_U, kappa_lr, delta_eta, eps, fs, ns):
     """One epoch of the micro controller for one job; updates ubar, w, b in place.
+    fs: float scratch [9, >= K]; ns: int scratch [4, >= K].
     Returns (U, lr_factor, batch_changed)."""
     for i in range(K):
         x = u[i]
         x = 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
         ubar[i] = beta_u * ubar[i] + (1.0 - beta_u) * x if has_ubar else x
-    newb = np.empty(K, np.int64)
-    lo_b = np.full(K, b_min, np.int64)
-    hi_b = np.full(K, B, np.int64)
+    newb = ns[0, :K]
+    lo_b = ns[1, :K]
+    hi_b = ns[2, :K]
+    for i in range(K):
+        lo_b[i] = b_min
+        hi_b[i] = B
     if enabled:
-        raw = np.empty(K)
+        raw = fs[0, :K]
         s = 0.0
         for i in range(K):
             raw[i] = max(ubar[i], 0.0) ** gamma
             s += raw[i]
         for i in range(K):
             raw[i] = raw[i] / s if s > 0 else 1.0 / K
-        lo = np.empty(K)
-        hi = np.empty(K)
+        lo = fs[1, :K]
+        hi = fs[2, :K]
         for i in range(K):
             lo[i] = max(w_lo, w[i] - rl)
             hi[i] = min(w_hi, w[i] + rl)
-        nw = np.empty(K)
+        nw = fs[3, :K]
         _project(raw, lo, hi, 1.0, nw)
         for i in range(K):
             w[i] = nw[i]
     else:
         for i in range(K):
             w[i] = 1.0 / K
-    _allocate(w, B, lo_b, hi_b, newb)
+    _allocate(w, B, lo_b, hi_b, newb, fs[4, :K], fs[5, :K], fs[6, :K], fs[7, :K], fs[8, :K],
+              ns[3, :K])
     changed = False
     for i in range(K):
         if newb[i] != b[i]:
@@ -389,29 +408,37 @@ def _micro_one(u, ubar, has_ubar, w, b, K, B, beta_u, gamma, w_lo, w_hi, rl, b_m
 
 
 def micro_update_batch(rows, u, ubar, has_ubar, w, b, K, B, cfg: DynamicsConfig, enabled: bool,
-                       prev_U):
-    """Vectorized entry point (tests): one epoch for each row ``r`` of ``rows``, with
-    ``u[r, :K[r]]``; updates the ``[n, K_cap]`` arrays in place.
+                       prev_U, n_epochs=None):
+    """Vectorized entry point: one update for each row ``r`` of ``rows``, with ``u[r, :K[r]]``;
+    updates the ``[n, K_cap]`` arrays in place.  ``n_epochs[r]`` > 1 merges that many epochs
+    of the same ``u`` into one update: EMA weight ``beta_u ** n`` and rate limit
+    ``n * rate_limit`` (exact for the EMA, a relaxation of n successive rate limits).
     Returns (U, lr_factor, batch_changed) per row."""
-    return _micro_rows(np.asarray(rows, np.int64), np.ascontiguousarray(u, float), ubar, has_ubar,
+    rows = np.asarray(rows, np.int64)
+    n_ep = np.ones(rows.size) if n_epochs is None else np.asarray(n_epochs, float)
+    return _micro_rows(rows, np.ascontiguousarray(u, float), ubar, has_ubar,
                        w, b, np.asarray(K, np.int64), np.asarray(B, np.int64), cfg.beta_u, cfg.gamma,
                        cfg.w_min_k, cfg.w_max_k, cfg.rate_limit_k, cfg.b_min, enabled,
-                       np.asarray(prev_U, float), cfg.kappa_lr, cfg.delta_eta, cfg.eps)
+                       np.asarray(prev_U, float), cfg.kappa_lr, cfg.delta_eta, cfg.eps, n_ep)
 
 
 @njit(cache=True)
 def _micro_rows(rows, u, ubar, has_ubar, w, b, K, B, beta_u, gamma, w_min_k, w_max_k, rl_k,
-                b_min, enabled, prev_U, kappa_lr, delta_eta, eps):
+                b_min, enabled, prev_U, kappa_lr, delta_eta, eps, n_ep):
     n = rows.shape[0]
     U = np.empty(n)
     f = np.empty(n)
     ch = np.zeros(n, np.bool_)
+    kc = ubar.shape[1]
+    fs = np.empty((9, kc))
+    ns = np.empty((4, kc), np.int64)
     for r in range(n):
         j = rows[r]
         k = K[r]
         U[r], f[r], ch[r] = _micro_one(u[r, :k], ubar[j, :k], has_ubar[j], w[j, :k], b[j, :k], k,
-                                       B[r], beta_u, gamma, w_min_k / k, w_max_k / k, rl_k / k,
-                                       b_min, enabled, prev_U[r], kappa_lr, delta_eta, eps)
+                                       B[r], beta_u ** n_ep[r], gamma, w_min_k / k, w_max_k / k,
+                                       n_ep[r] * rl_k / k, b_min, enabled, prev_U[r], kappa_lr,
+                                       delta_eta, eps, fs, ns)
         has_ubar[j] = True
     return U, f, ch
 
@@ -438,14 +465,14 @@ def _hash_normal(seed, job, epoch, worker):
 
 
 @njit(cache=True)
-def _surrogate_u(jobs, epochs, xs, K, q, kappa, diff, seed, H0, H_inf, sigma_u, out):
+def _surrogate_u(jobs, epochs, xs, K, q, kappa, diff, seed, H0, H_inf, sigma_u, noise_scale, out):
     """u[r, k] = clip(H(x_r) * d[job, k] + sigma_u * N, 0, 1)."""
     for r in range(jobs.shape[0]):
         j = jobs[r]
         x = min(max(xs[r], 0.0), 1.0)
         H = H_inf + (H0 - H_inf) * (1.0 - q[j]) ** (x ** kappa[r])
         for k in range(K[r]):
-            v = H * diff[j, k] + sigma_u * _hash_normal(seed, j, epochs[r], k)
+            v = H * diff[j, k] + sigma_u * noise_scale[r] * _hash_normal(seed, j, epochs[r], k)
             out[r, k] = 0.0 if v < 0.0 else (1.0 if v > 1.0 else v)
 
 
@@ -616,6 +643,23 @@ class LearningState:
 
     def _epochs(self, jids, s0, s1, x0, x1, e_from, e_to, D):
         cfg = self.cfg
+        if cfg.epoch_batching == "merge" and self.spec.trace is None:
+            # one update for all epochs crossed: u at the middle of them, noise / sqrt(n)
+            n = (e_to - e_from).astype(np.int64)
+            self.epoch[jids] = e_to
+            s_mid = 0.5 * (e_from + e_to) * D
+            span = np.maximum(s1 - s0, 1e-300)
+            xe = x0 + (x1 - x0) * np.clip((s_mid - s0) / span, 0.0, 1.0)
+            K = self.k[jids]
+            u = self.worker_uncertainty(jids, e_to - 1, xe, K, n)
+            B = np.rint(K * self.spec.local_batch[jids]).astype(np.int64)
+            U, f, ch = micro_update_batch(jids, u, self.ubar, self.has_ubar, self.w, self.b, K, B,
+                                          cfg, self.micro, self.U[jids], n)
+            self.U[jids] = U
+            self.lr_factor[jids] = f if (self.micro and cfg.lr) else 1.0
+            self.batch_changed[jids] = ch
+            self.updates += int(jids.size)
+            return
         mx = cfg.max_epochs_per_update
         first = np.maximum(e_from, e_to - mx)        # epochs replayed: first .. e_to - 1
         n_rep = (e_to - first).astype(np.int64)
@@ -639,7 +683,7 @@ class LearningState:
             self.batch_changed[j] = ch
             self.updates += int(j.size)
 
-    def worker_uncertainty(self, jids, epochs, xe, K) -> np.ndarray:
+    def worker_uncertainty(self, jids, epochs, xe, K, n_merged=None) -> np.ndarray:
         """u[r, k] for job jids[r] at epoch epochs[r] (progress xe[r]) and its K[r] workers."""
         kmax = int(K.max()) if K.size else 1
         out = np.zeros((jids.size, max(kmax, 1)))
@@ -648,9 +692,10 @@ class LearningState:
             out[:, :vals.shape[1]] = vals
             return out
         c = self.cfg
+        ns = np.ones(jids.size) if n_merged is None else 1.0 / np.sqrt(np.asarray(n_merged, float))
         _surrogate_u(np.asarray(jids, np.int64), np.asarray(epochs, np.int64), np.asarray(xe, float),
                      np.asarray(K, np.int64), self.spec.quality, self.kappa[jids],
-                     self.spec.difficulty, self.spec.seed, c.H0, c.H_inf, c.sigma_u, out)
+                     self.spec.difficulty, self.spec.seed, c.H0, c.H_inf, c.sigma_u, ns, out)
         return out
 
     def settle(self, state, indptr, nodes, counts, ngpu_after: np.ndarray, x: np.ndarray) -> np.ndarray:

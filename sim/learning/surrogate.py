@@ -296,12 +296,16 @@ def _fit_steps(placements: dict[str, np.ndarray]) -> tuple[float, float, float, 
     return alpha, beta, s_intra, max(s_inter, s_intra)
 
 
-def fit_pollux(root) -> LearningSurrogate:
-    """Fit every model directory under ``root`` (= ``.../profiles/pollux``)."""
+def fit_pollux(root, models: Sequence[str] | None = None) -> LearningSurrogate:
+    """Fit every model directory under ``root`` (= ``.../profiles/pollux``), or only
+    ``models`` (the default profile is always included)."""
     from .stats_efficiency import fit_phi_linear, fit_phi_loglinear, noise_scale, realized_efficiency
 
     root = Path(root)
     dirs = sorted(d for d in root.iterdir() if d.is_dir() and any(d.glob("validation-*.csv")))
+    if models is not None:
+        keep = set(models) | {DEFAULT_PROFILE}
+        dirs = [d for d in dirs if d.name in keep]
     if not dirs:
         raise ConfigError(f"no Pollux profiles under {root}")
     profiles = []
@@ -378,7 +382,7 @@ def main(argv=None) -> int:
         s = load_surrogate()
         for p in s.profiles:
             print(f"{p.name:12s} kappa={p.kappa:.2f} tau={p.tau:.0f} phi0={p.phi0:.3g} "
-                  f"g={p.phi_slope:.3g} curve_rmse={p.curve_rmse:.3f} eff_rmse={p.eff_rmse:.3f}")
+                  f"phi_slope={p.phi_slope:.3g} curve_rmse={p.curve_rmse:.3f} eff_rmse={p.eff_rmse:.3f}")
         return 0
     root = Path(args.fit) if args.fit else _default_data_dir()
     s = fit_pollux(root)
