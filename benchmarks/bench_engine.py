@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from sim.engine import EngineConfig, simulate
+from sim.engine import simulate
 from sim.policies import get_policy, list_policies
 from sim.policies.base import Policy
 from sim.state import ARRIVAL, COMPLETION

@@ -124,7 +124,7 @@ class DaskEngine:
 
     def __init__(self, address: str, workers: int | None = None):
         try:
-            import distributed  # noqa: F401
+            import distributed  # noqa: F401  (only to fail early with a clear message)
         except ImportError:
             raise ConfigError("--dask needs Dask distributed: pip install 'clustersim[dask]'") from None
         self.address = address

@@ -49,7 +49,6 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..errors import ConfigError, SimError
 
@@ -366,7 +365,7 @@ def parse_spec(doc: dict, source: str = "<spec>", base_dir: Path | None = None) 
     given = [k for k, v in (("grid.jobs", jobs_axis), ("workload.jobs", jobs_fixed),
                             ("workload.jobs_per_node", per_node)) if v is not None]
     if len(given) > 1:
-        raise ctx.err(given[1], f"give only one of grid.jobs, workload.jobs, workload.jobs_per_node")
+        raise ctx.err(given[1], "give only one of grid.jobs, workload.jobs, workload.jobs_per_node")
     if jobs_fixed is not None:
         jobs_axis = [ctx.value("workload.jobs", jobs_fixed, int, _positive)]
     if per_node is not None:
