@@ -103,7 +103,8 @@ def test_micro_level_changes_time_to_accuracy_and_is_deterministic():
 def test_decision_latency_at_scale_is_reasonable():
     """A coarse guard (the asv benchmark holds the 10 ms target): 1024 nodes, 2,000 jobs."""
     import sys
-    sys.path.insert(0, "benchmarks")
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from bench_eghs import build_state
     pol, states = build_state(n_nodes=1024, n_jobs=2000, n_states=3)
     pol.schedule(states[0])
