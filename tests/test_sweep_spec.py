@@ -60,6 +60,7 @@ def test_all_policies_come_from_the_registry_at_run_time():
     assert spec.policies == tuple(list_policies())
     ex = parse_spec(spec_with(grid__policy="all", exclude_policies=["fifo"]))
     assert "fifo" not in ex.policies and len(ex.policies) == len(spec.policies) - 1
+    assert ex.fingerprint == spec.fingerprint    # the same sweep, grown or shrunk by policies
 
 
 def test_policy_parameters_fixed_and_as_axes():

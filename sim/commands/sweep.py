@@ -54,7 +54,7 @@ def _sweep(args) -> None:
         SweepStore.open(args.out, spec)
     if not args.no_plots:
         from ..sweep.plots import write_sweep_plots
-        index = write_sweep_plots(args.out)
+        index = write_sweep_plots(args.out, [c.id for c in spec.cells])
         print(f"plots: {index}")
     if not args.plots_only and report.failed:
         print(f"{report.failed} cells failed; see {args.out}/failed/ (rerun to retry them)",

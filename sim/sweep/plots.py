@@ -208,6 +208,13 @@ def _table_html(rows) -> str:
     return "\n".join(out)
 
 
+def _only(table, keep: set):
+    import pyarrow as pa
+    mask = pa.array([c in keep for c in table.column("cell_id").to_pylist()])
+    out = table.filter(mask)
+    return out if out.num_rows else None
+
+
 _CAPTIONS = {
     "jct_vs_load.png": "Average and p99 job completion time versus load, a line per policy, a "
                        "panel per cluster (mean over seeds; bars: min..max).",
@@ -221,8 +228,12 @@ _CAPTIONS = {
 }
 
 
-def write_sweep_plots(root) -> Path:
-    """Draw every plot of the sweep in ``root``; returns the path of index.html."""
+def write_sweep_plots(root, cell_ids=None) -> Path:
+    """Draw every plot of the sweep in ``root``; returns the path of index.html.
+
+    ``cell_ids`` limits the plots and tables to those cells (``clustersim sweep`` passes the
+    spec's cells, so cells of policies excluded since stay out); default: every cell stored.
+    """
     store = SweepStore(root)
     root = Path(root)
     if not (root / "sweep.json").exists():
@@ -230,6 +241,9 @@ def write_sweep_plots(root) -> Path:
     manifest = store.manifest()
     table = store.summaries()
     failures = store.failures()
+    if cell_ids is not None:
+        keep = set(cell_ids)
+        table, failures = (None if t is None else _only(t, keep) for t in (table, failures))
     plots_dir = root / "plots"
     written = []
     if table is not None:

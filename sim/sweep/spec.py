@@ -35,6 +35,9 @@ A spec (full reference in scalability/specs/README.md)::
     [policy.fifo.grid]                   # parameters that are axes of that policy only
     backfill = [false, true]
 
+The spec's fingerprint (what makes an output folder "another sweep's") covers everything but the
+description and which registered policies ``policy = "all"`` takes in.
+
 Everything is checked here, before any cell runs: unknown tables or keys, unknown policies,
 presets and policy parameters (each policy is built once with its parameters), empty axes,
 unreadable traces.  Problems are :class:`~sim.errors.ConfigError` naming the spec file and key.
@@ -397,7 +400,10 @@ def parse_spec(doc: dict, source: str = "<spec>", base_dir: Path | None = None) 
         "engine": {"placement": placement, "round_s": round_s, "restart_delay_s": restart},
         "policy": {p: ptab[p] for p in sorted(ptab)},
     }
-    fingerprint = hashlib.sha256(_canonical(normalized).encode()).hexdigest()[:16]
+    # which registered policies "all" covers is not part of the sweep's identity: policies
+    # that register later, or leave exclude_policies, join the same output folder
+    ident = {k: v for k, v in normalized.items() if k != "exclude_policies"}
+    fingerprint = hashlib.sha256(_canonical(ident).encode()).hexdigest()[:16]
 
     cells = []
     for p in policies:
