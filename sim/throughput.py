@@ -247,7 +247,35 @@ def _placement_rates(E, KX, m, k, nn, mask, sp, efficiency, n_types):
     return out
 
 
-class TableThroughput:
+class ModelLookup:
+    """Model names to indices and per-model restart delays, shared by the oracles.
+
+    A subclass sets ``models`` (names), ``_model_index`` (name -> index), ``source``
+    and ``_kind`` (a word for error messages), and defines ``restart_delay_s``.
+    """
+
+    models: tuple[str, ...]
+    _model_index: dict
+    source: str
+    _kind = "throughput table"
+
+    def model_index(self, model: str | int) -> int:
+        if isinstance(model, (int, np.integer)):
+            if not 0 <= model < len(self.models):
+                raise ConfigError(f"model index {model} out of range 0..{len(self.models) - 1}")
+            return int(model)
+        try:
+            return self._model_index[model]
+        except KeyError:
+            raise ConfigError(f"unknown model {model!r} in {self._kind} {self.source} "
+                              f"(known: {', '.join(self.models)})") from None
+
+    def restart_delays_array(self) -> np.ndarray:
+        """float64 [n_models]: ``restart_delay_s`` of every model, for the engine."""
+        return np.array([self.restart_delay_s(i) for i in range(len(self.models))])
+
+
+class TableThroughput(ModelLookup):
     """Table-driven oracle over Gavel-style measurements; implements :class:`ThroughputOracle`.
 
     Args:
@@ -358,16 +386,6 @@ class TableThroughput:
         return cls._from_doc(_builtin_doc(), "<builtin: sim/data/builtin_throughputs.json>", **kwargs)
 
     # ----------------------------------------------------------------- model lookup
-    def model_index(self, model: str | int) -> int:
-        if isinstance(model, (int, np.integer)):
-            if not 0 <= model < len(self.models):
-                raise ConfigError(f"model index {model} out of range 0..{len(self.models) - 1}")
-            return int(model)
-        try:
-            return self._model_index[model]
-        except KeyError:
-            raise ConfigError(f"unknown model {model!r} in throughput table {self.source} "
-                              f"(known: {', '.join(self.models)})") from None
 
     def supported_counts(self, model) -> tuple[int, ...]:
         """GPU counts measured on the reference type, consolidated."""
@@ -382,9 +400,6 @@ class TableThroughput:
         name = self.models[self.model_index(model)]
         return restart_delay_s(name, self.restart_delays, self.default_restart_delay_s)
 
-    def restart_delays_array(self) -> np.ndarray:
-        """float64 [n_models]: :meth:`restart_delay_s` of every model, for the engine."""
-        return np.array([self.restart_delay_s(i) for i in range(len(self.models))])
 
     # ----------------------------------------------------------------- rates
     def _columns(self, cluster_types: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:

@@ -49,7 +49,8 @@ import numpy as np
 
 from ..cluster import canonical_gpu_type
 from ..errors import ConfigError
-from ..throughput import DEFAULT_RESTART_DELAY_S, REFERENCE_TYPE, RELATIVE_SPEED, RESTART_DELAY_S, restart_delay_s
+from ..throughput import (DEFAULT_RESTART_DELAY_S, REFERENCE_TYPE, RELATIVE_SPEED, RESTART_DELAY_S,
+                          ModelLookup, restart_delay_s)
 from .fit import KINDS, FitResult, PolluxParams, hops_iter_time, params_from_dict, pollux_iter_time
 
 __all__ = ["write_calibration", "read_calibration", "calibration_toml", "CalibratedThroughput", "FORMAT"]
@@ -155,7 +156,7 @@ def _iter_time(kind: str, th: np.ndarray, pattern: np.ndarray, nonoverlap: np.nd
     return hops_iter_time(th, b, nn, k, s, pattern=pattern, nonoverlap=nonoverlap)
 
 
-class CalibratedThroughput:
+class CalibratedThroughput(ModelLookup):
     """A :class:`~sim.throughput.ThroughputOracle` from fitted step-time models.
 
     Args:
@@ -168,6 +169,8 @@ class CalibratedThroughput:
             else the type with the most fitted models).
         relative_speed, restart_delays, default_restart_delay_s: as :class:`~sim.throughput.TableThroughput`.
     """
+
+    _kind = "calibration"
 
     def __init__(self, fits: Sequence[FitResult], *, kind: str = "pollux",
                  local_bsz: Mapping[str, int] | None = None, reference_type: str | None = None,
@@ -273,17 +276,6 @@ class CalibratedThroughput:
         return 1.0 / (self._eval(f, b, np.asarray(n_nodes, float), np.asarray(n_gpus, float)) * r)
 
     # ---------------------------------------------------------------- protocol
-    def model_index(self, model) -> int:
-        if isinstance(model, (int, np.integer)):
-            if not 0 <= model < len(self.models):
-                raise ConfigError(f"model index {model} out of range 0..{len(self.models) - 1}")
-            return int(model)
-        try:
-            return self._model_index[model]
-        except KeyError:
-            raise ConfigError(f"unknown model {model!r} in calibration {self.source} "
-                              f"(known: {', '.join(self.models)})") from None
-
     def supported_counts(self, model) -> tuple[int, ...]:
         m = self.models[self.model_index(model)]
         return tuple(self._fits[(m, self._base[m])].gpu_counts)
@@ -291,9 +283,6 @@ class CalibratedThroughput:
     def restart_delay_s(self, model) -> float:
         name = self.models[self.model_index(model)]
         return restart_delay_s(name, self.restart_delays, self.default_restart_delay_s)
-
-    def restart_delays_array(self) -> np.ndarray:
-        return np.array([self.restart_delay_s(i) for i in range(len(self.models))])
 
     def _columns(self, cluster_types: tuple[str, ...]) -> list:
         """Per cluster type: parameter matrix, pattern, nonoverlap, batch, accum steps, multiplier."""
