@@ -238,26 +238,25 @@ class RowCheck:
 
     def drop(self, mask, reason: str, message: Callable[[int], str] | None = None) -> None:
         """Rows where ``mask`` holds are filtered out by a mapping choice (counted)."""
-        m = np.asarray(mask, bool) & ~self.bad & ~self.dropped
-        if not m.any():
-            return
-        idx = np.flatnonzero(m)
-        ex = None
-        if message is not None:
-            ex = f"row {int(self.rows[idx[0]])}{self.where(int(idx[0]))}: {message(int(idx[0]))}"
-        self.report.filter(reason, self.rows[idx], ex)
-        self.dropped |= m
+        m = self._count(mask, reason, message, self.report.filter)
+        if m is not None:
+            self.dropped |= m
 
     def adjust(self, mask, reason: str, message: Callable[[int], str] | None = None) -> None:
         """Rows where ``mask`` holds are kept but changed by a mapping choice (counted)."""
+        self._count(mask, reason, message, self.report.adjust)
+
+    def _count(self, mask, reason, message, record):
+        """Record the still-valid rows of ``mask`` under ``reason``; returns them, or None."""
         m = np.asarray(mask, bool) & ~self.bad & ~self.dropped
         if not m.any():
-            return
+            return None
         idx = np.flatnonzero(m)
         ex = None
         if message is not None:
             ex = f"row {int(self.rows[idx[0]])}{self.where(int(idx[0]))}: {message(int(idx[0]))}"
-        self.report.adjust(reason, self.rows[idx], ex)
+        record(reason, self.rows[idx], ex)
+        return m
 
     @property
     def ok(self) -> np.ndarray:
