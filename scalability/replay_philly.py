@@ -13,27 +13,21 @@ The trace is read from $CLUSTERSIM_SHARED_DATA or ../shared/data (it is not part
 from __future__ import annotations
 
 import argparse
-import cProfile
-import io
-import json
 import os
-import pstats
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 from sim.engine import EngineConfig
-from sim.metrics import compare_table
 from sim.policies import list_policies
 from sim.presets import get_preset
-from sim.traces import read_trace, replay
+from sim.traces import read_trace
+
+from replay_report import replay_and_report  # noqa: E402  (beside this script)
 
 SHARED = Path(os.environ.get("CLUSTERSIM_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 DEFAULT_TRACE = SHARED / "traces" / "philly" / "philly_jobs_pollux.parquet"
-KEYS = ("n_jobs", "avg_jct_s", "median_jct_s", "p99_jct_s", "avg_wait_s", "p99_wait_s", "makespan_s", "utilization",
-        "frag_idle_gpus", "frag_fgd_gpus", "decisions", "mean_decision_ms", "sim_wall_s", "sim_cpu_s")
 
 
 def main(argv=None) -> int:
@@ -75,29 +69,10 @@ def main(argv=None) -> int:
           + (f", arrivals x {args.arrival_scale:g}" if args.arrival_scale != 1.0 else ""))
     print("\n".join(load.report.lines()))
     print(f"cluster: {cluster.describe()}")
-    prof = cProfile.Profile() if args.profile else None
-    if prof:
-        prof.enable()
-    results = replay(load, cluster, policies, config=EngineConfig(progress=args.progress))
-    if prof:
-        prof.disable()
-    summaries = {k: s for k, (_, s) in results.items()}
-    print(compare_table(summaries))
-    for k, s in summaries.items():
-        print(f"{k}: " + ", ".join(f"{key} {s[key]:.4g}" if isinstance(s[key], float) else f"{key} {s[key]}"
-                                   for key in KEYS))
-    if prof:
-        sio = io.StringIO()
-        pstats.Stats(prof, stream=sio).sort_stats("cumulative").print_stats(25)
-        print(sio.getvalue())
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"trace": str(args.trace), "jobs": len(load.jobs), "arrival_scale": args.arrival_scale,
-               "load_s": t_load, "cluster": cluster.describe(),
-               "policies": {k: {key: (None if isinstance(v, float) and not np.isfinite(v) else v)
-                                for key, v in s.items()} for k, s in summaries.items()}}
-        args.out.write_text(json.dumps(doc, indent=2, default=float))
-        print(f"wrote {args.out}")
+    replay_and_report(load, cluster, policies, profile=args.profile, out=args.out,
+                      doc={"trace": str(args.trace), "jobs": len(load.jobs), "arrival_scale": args.arrival_scale,
+               "load_s": t_load, "cluster": cluster.describe()},
+                      config=EngineConfig(progress=args.progress))
     return 0
 
 
