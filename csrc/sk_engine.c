@@ -591,14 +591,8 @@ int sk_engine_set_timer(sk_engine *e, double t) {
 
 /* ---------------------------------------------------------------- queries */
 
-int64_t sk_engine_active(const sk_engine *e, int64_t cap, int64_t *ids_out) {
-    if (!e || cap < 0) return SK_EINVAL;
-    if (cap < e->n_active) return SK_EINVAL;
-    memcpy(ids_out, e->active, (size_t)e->n_active * sizeof(int64_t));
-    return e->n_active;
-}
-
-int sk_engine_query(sk_engine *e, int64_t n, const int64_t *ids,
+/* Live state of the n given jobs, accrued to the current time. */
+static int query(sk_engine *e, int64_t n, const int64_t *ids,
                     int32_t *ngpu, double *remaining, double *attained_gpu_s,
                     double *run_seconds, double *queued_since) {
     if (!e) return SK_EINVAL;
@@ -614,6 +608,9 @@ int sk_engine_query(sk_engine *e, int64_t n, const int64_t *ids,
     }
     return SK_OK;
 }
+
+static int placements(const sk_engine *e, int64_t n, const int64_t *ids,
+                      int64_t *indptr, int32_t *nodes, int32_t *counts);
 
 int sk_engine_snapshot(sk_engine *e, int32_t queued_only, int64_t job_cap, int64_t entry_cap,
                        int64_t *ids, int32_t *ngpu, double *remaining, double *attained_gpu_s,
@@ -636,22 +633,13 @@ int sk_engine_snapshot(sk_engine *e, int32_t queued_only, int64_t job_cap, int64
     } else {
         memcpy(ids, e->active, (size_t)k * sizeof(int64_t));
     }
-    int rc = sk_engine_query(e, k, ids, ngpu, remaining, attained_gpu_s, run_seconds, queued_since);
+    int rc = query(e, k, ids, ngpu, remaining, attained_gpu_s, run_seconds, queued_since);
     if (rc < 0) return rc;
-    return sk_engine_placements(e, k, ids, indptr, nodes, counts);
+    return placements(e, k, ids, indptr, nodes, counts);
 }
 
-int64_t sk_engine_placement_size(const sk_engine *e, int64_t n, const int64_t *ids) {
-    if (!e) return SK_EINVAL;
-    int64_t total = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= e->n_jobs) return SK_EINVAL;
-        total += e->pl_len[ids[i]];
-    }
-    return total;
-}
-
-int sk_engine_placements(const sk_engine *e, int64_t n, const int64_t *ids,
+/* Placement CSR of the n given jobs (indptr has n + 1 entries). */
+static int placements(const sk_engine *e, int64_t n, const int64_t *ids,
                          int64_t *indptr, int32_t *nodes, int32_t *counts) {
     if (!e) return SK_EINVAL;
     indptr[0] = 0;

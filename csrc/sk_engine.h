@@ -101,15 +101,6 @@ int sk_engine_apply(sk_engine *e, int64_t n, const int64_t *job_ids,
 /* Ask for a decision point at time t (> now). */
 int sk_engine_set_timer(sk_engine *e, double t);
 
-/* Active (arrived, unfinished) jobs in id order; returns how many, or SK_EINVAL
- * if cap is smaller than that. */
-int64_t sk_engine_active(const sk_engine *e, int64_t cap, int64_t *ids_out);
-
-/* Live state of the n given jobs, accrued to the current time. */
-int sk_engine_query(sk_engine *e, int64_t n, const int64_t *ids,
-                    int32_t *ngpu, double *remaining, double *attained_gpu_s,
-                    double *run_seconds, double *queued_since);
-
 /* Everything a decision needs in one call: the active jobs (in id order) with
  * their live state and current placements (CSR, indptr has n + 1 entries);
  * with queued_only != 0, only the queued jobs (for non-preemptive policies).
@@ -121,12 +112,6 @@ int sk_engine_snapshot(sk_engine *e, int32_t queued_only, int64_t job_cap, int64
                        double *run_seconds, double *queued_since, int64_t *indptr,
                        int32_t *nodes, int32_t *counts, int64_t *n_active,
                        int64_t *n_entries);
-
-/* Number of placement entries of the n given jobs (for sizing), then fill
- * them: indptr has n + 1 entries. */
-int64_t sk_engine_placement_size(const sk_engine *e, int64_t n, const int64_t *ids);
-int sk_engine_placements(const sk_engine *e, int64_t n, const int64_t *ids,
-                         int64_t *indptr, int32_t *nodes, int32_t *counts);
 
 /* Smallest GPU request among queued jobs (INT64_MAX if none is queued). */
 int64_t sk_engine_min_queued_demand(const sk_engine *e);

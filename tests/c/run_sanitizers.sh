@@ -11,7 +11,7 @@ flags=(-std=c99 -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter -fopenmp
 status=0
 for t in "$root"/tests/c/test_*.c; do
     name="$(basename "$t" .c)"
-    "$cc" "${flags[@]}" -I"$root/csrc" "$t" "$root"/csrc/*.c -lm -o "$out/$name"
+    "$cc" "${flags[@]}" -I"$root/csrc" -I"$root/tests/c" "$t" "$root"/csrc/*.c -lm -o "$out/$name"
     if ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 "$out/$name"; then
         echo "PASS $name"
     else

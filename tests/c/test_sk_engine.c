@@ -7,14 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int failures = 0;
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 static void test_two_jobs_one_node(void) {
     int32_t gpus[1] = {2};

@@ -7,14 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int failures = 0;
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                    \
-        }                                                                  \
-    } while (0)
+#include "check.h"
 
 static int close_to(double a, double b) { return fabs(a - b) <= 1e-5 * (fabs(b) > 1e-12 ? fabs(b) : 1.0); }
 
