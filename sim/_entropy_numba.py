@@ -8,11 +8,19 @@ minimax polynomial, 2^n added to the exponent bits through a bit-cast intrinsic)
 as straight-line scalar code so LLVM vectorizes the loops; float64 rows use ``math.exp``.
 
 * C <= ``_LANE_MAXC`` (float32): rows are processed ``_LANES`` at a time, column-wise (a
-  small transposed block ``buf[j, lane]``), so every inner loop runs over the lanes of a
-  block with no per-row horizontal work, and the finish (log, log1p) is a float32
-  vectorizable polynomial too, as in the C kernel's eight-rows-per-vector path.
+  small transposed block ``buf[j, lane]`` on the stack), so every inner loop runs over the
+  lanes of a block with no per-row horizontal work, and the finish (log, log1p) is a
+  float32 vectorizable polynomial too, as in the C kernel's eight-rows-per-vector path.
+  The block's lane state lives in stack arrays (``_stack``), which LLVM keeps in vector
+  registers and knows cannot alias the logits.
 * larger C: one row at a time, two passes (max; then exp, sums), float32 partial sums
-  flushed into float64 every 256 elements.
+  flushed into float64 every 256 elements.  Pass 2 prefetches the next row
+  (``llvm.prefetch``), so its pass 1 hits the cache while memory reads overlap the exp
+  arithmetic, as in the C kernel.
+
+Row maxima are integer maxima of order-preserving keys of the float bits (``_order_key``),
+and the NaN test is an integer maximum of the magnitude bits: LLVM vectorizes integer max
+reductions, while a float max reduction without the ``nnan`` flag stays scalar.
 
 fastmath: the ``exp``/``log`` helpers are compiled with ``contract`` only (fused
 multiply-add), never ``reassoc``, which could fold the magic-number rounding away.
@@ -34,7 +42,9 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic
+from numba.np.numpy_support import carray
 
 __all__ = ["rows", "grouped"]
 
@@ -62,6 +72,8 @@ _BLOCK = 256
 _N_CHUNKS = 512  # fixed: chunking must not depend on the thread count
 _LANES = 16      # rows per block in the small-C kernel (two AVX2 vectors)
 _LANE_MAXC = 32  # the small-C kernel handles C <= this
+_LINE = 16       # float32s per 64-byte cache line (prefetch step)
+_LANE_BUF = _LANES * _LANE_MAXC  # the small-C kernel's transposed block (a literal size)
 
 # Only value-safe flags: no nnan/ninf (NaN rows are detected), no afn (our own exp).
 _FM = {"reassoc", "nsz", "contract"}
@@ -95,6 +107,83 @@ def _bits_f32(typingctx, x):
             v = builder.sext(v, ir.IntType(32))
         return builder.bitcast(v, ir.FloatType())
     return types.float32(x), codegen
+
+
+_I32 = ir.IntType(32)
+_INF_BITS = np.int32(0x7F800000)
+_KEY_MIN = np.int32(-2147483648)
+
+
+def _key_of_bits(builder, b):
+    """b xor (sign ? 0x7FFFFFFF : 0): signed int order equals the float order (-0 < +0)."""
+    return builder.xor(b, builder.lshr(builder.ashr(b, _I32(31)), _I32(1)))
+
+
+@intrinsic
+def _order_key(typingctx, x):
+    """int32 key of a float32 whose signed order is the float order (NaNs sort outside
+    +-inf; callers test NaN separately)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _key_of_bits(builder, builder.bitcast(args[0], _I32))
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def _key_value(typingctx, k):
+    """The float32 of an ``_order_key`` (the map is its own inverse)."""
+    if k != types.int32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(_key_of_bits(builder, args[0]), ir.FloatType())
+    return types.float32(types.int32), codegen
+
+
+@intrinsic
+def _abs_bits(typingctx, x):
+    """The magnitude bits of a float32: > _INF_BITS iff NaN, == _INF_BITS iff +-inf."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.and_(builder.bitcast(args[0], _I32), _I32(0x7FFFFFFF))
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Hint the CPU to fetch the cache line holding ``arr[idx]`` (read, keep in all levels).
+    A hint only: it never faults, so an index past the end is harmless."""
+    if not isinstance(arr, types.Array) or not isinstance(idx, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        i8p = ir.IntType(8).as_pointer()
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), i8p)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, _I32, _I32, _I32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [ptr, _I32(0), _I32(3), _I32(1)])
+        return context.get_dummy_value()
+    return types.void(arr, idx), codegen
+
+
+@intrinsic
+def _stack(typingctx, size, dtype):
+    """Pointer to ``size`` (a compile-time constant) uninitialized items of ``dtype`` on
+    the stack of the calling function; wrap it with ``carray``.  Unlike ``np.empty`` it
+    costs nothing per call and LLVM may keep it in registers."""
+    if not isinstance(size, types.IntegerLiteral) or not isinstance(dtype, types.NumberClass):
+        return None
+    n = size.literal_value
+    item = dtype.instance_type
+
+    def codegen(context, builder, sig, args):
+        return cgutils.alloca_once(builder, context.get_data_type(item), size=n)
+    return types.CPointer(item)(size, dtype), codegen
 
 
 @njit(fastmath=_FM_EXP)
@@ -151,23 +240,26 @@ def _finish(k, r, t, inv_logc):
 
 
 @njit(inline="always", fastmath=_FM)
-def _max_and_nan_count(z, c):
-    """Row max (NaNs ignored: a compare with NaN is false) and 1.0 if the row holds a
-    NaN, else 0.0.  No nnan flag, so ``v != v`` stays; all-float32 so it is 8 lanes wide."""
-    m = _F(-np.inf)
-    nans = _ZERO
+def _max_and_bad(z, c):
+    """Row max and whether the row holds a NaN, as integer max reductions (vectorized)."""
+    mk = _KEY_MIN
+    ab = np.int32(0)
     for j in range(c):
         v = z[j]
-        m = v if v > m else m
-        nans = max(nans, _F(v != v))
-    return m, nans
+        key = _order_key(v)
+        mk = key if key > mk else mk
+        a = _abs_bits(v)
+        ab = a if a > ab else ab
+    return _key_value(mk), ab > _INF_BITS
 
 
 @njit(fastmath=_FM)
-def _row_f32(z, c, inv_logc):
-    """z: contiguous float32 row."""
-    m, nans = _max_and_nan_count(z, c)
-    if nans > _ZERO or not math.isfinite(m):
+def _row_f32(flat, base, c, nxt, inv_logc):
+    """Row ``flat[base:base + c]`` (contiguous float32).  While summing, prefetch the row
+    at ``nxt`` (none if ``nxt < 0``), whose pass 1 then reads from the cache."""
+    z = flat[base:base + c]
+    m, bad = _max_and_bad(z, c)
+    if bad or not math.isfinite(m):
         return np.nan
     if c == 1:
         return 0.0
@@ -177,6 +269,9 @@ def _row_f32(z, c, inv_logc):
     j0 = 0
     while j0 < c:
         nb = min(_BLOCK, c - j0)
+        if nxt >= 0:
+            for q in range(0, nb, _LINE):
+                _prefetch(flat, nxt + j0 + q)
         rf = _ZERO
         tf = _ZERO
         kf = _ZERO  # ties counted in float32: exact (<= 256 per block); keeps the loop 8-wide
@@ -244,28 +339,39 @@ def _row_f64(z, c, inv_logc):
     return _finish(k, r, t, inv_logc)
 
 
-@njit(fastmath=_FM, inline="always")  # inlined: no per-block call and array refcounting
-def _lanes_f32(flat, i0, nb, c, stride, inv_logc, buf, m, bad, r, t, k, hv, out):
+@njit(fastmath=_FM, inline="always")  # inlined: the stack arrays live in the caller
+def _lanes_f32(flat, i0, nb, c, stride, inv_logc, out):
     """Rows i0 .. i0+nb-1 (nb <= _LANES), one per lane, column-wise.  Dead lanes re-read
     row i0 and are dropped.  Every lane's arithmetic depends only on its own row."""
+    buf = carray(_stack(_LANE_BUF, np.float32), _LANE_BUF)
+    row = carray(_stack(_LANES, np.int64), _LANES)
+    mk = carray(_stack(_LANES, np.int32), _LANES)
+    ab = carray(_stack(_LANES, np.int32), _LANES)
+    m = carray(_stack(_LANES, np.float32), _LANES)
+    r = carray(_stack(_LANES, np.float32), _LANES)
+    t = carray(_stack(_LANES, np.float32), _LANES)
+    k = carray(_stack(_LANES, np.float32), _LANES)
+    hv = carray(_stack(_LANES, np.float32), _LANES)
     for l in range(_LANES):
-        base = (i0 + (l if l < nb else 0)) * stride
-        for j in range(c):
-            buf[j, l] = flat[base + j]
-    for l in range(_LANES):
-        m[l] = -np.inf
-        bad[l] = _ZERO
+        row[l] = (i0 + (l if l < nb else 0)) * stride
+        mk[l] = _KEY_MIN
+        ab[l] = np.int32(0)
         r[l] = _ZERO
         t[l] = _ZERO
         k[l] = _ZERO
+    for j in range(c):  # transpose into buf while taking the max and the NaN test
+        for l in range(_LANES):
+            v = flat[row[l] + j]
+            buf[j * _LANES + l] = v
+            key = _order_key(v)
+            mk[l] = key if key > mk[l] else mk[l]
+            a = _abs_bits(v)
+            ab[l] = a if a > ab[l] else ab[l]
+    for l in range(_LANES):
+        m[l] = _key_value(mk[l])
     for j in range(c):
         for l in range(_LANES):
-            v = buf[j, l]
-            m[l] = v if v > m[l] else m[l]
-            bad[l] = max(bad[l], _F(v != v))  # no nnan flag: the NaN test stays
-    for j in range(c):
-        for l in range(_LANES):
-            d = buf[j, l] - m[l]
+            d = buf[j * _LANES + l] - m[l]
             w = _F(d < _ZERO)  # 0 for ties with the max (see _row_f32)
             dc = d if d > _LO else _LO
             e = _exp32(dc) * w
@@ -273,14 +379,11 @@ def _lanes_f32(flat, i0, nb, c, stride, inv_logc, buf, m, bad, r, t, k, hv, out)
             t[l] += dc * e
             k[l] += _ONE - w
     _lanes_finish(k, r, t, hv)
-    for l in range(nb):
-        if bad[l] != _ZERO or not (m[l] > -np.inf and m[l] < np.inf):
-            out[i0 + l] = np.nan
-        elif c == 1:
-            out[i0 + l] = 0.0
-        else:
-            v = float(hv[l]) * inv_logc
-            out[i0 + l] = v if v < 1.0 else 1.0
+    for l in range(nb):  # branch-free: a NaN anywhere, or an infinite max, gives NaN
+        v = float(hv[l]) * inv_logc  # c == 1: H = 0 and inv_logc = 0
+        v = v if v < 1.0 else 1.0
+        good = (ab[l] < _INF_BITS) | ((ab[l] == _INF_BITS) & (_abs_bits(m[l]) < _INF_BITS))
+        out[i0 + l] = v if good else np.nan
 
 
 @njit(fastmath=_FM_EXP)
@@ -324,17 +427,9 @@ def _rows_f32_lanes_kernel(flat, n, c, stride, out):
     for ch in prange(n_chunks):
         b_lo = ch * n_blocks // n_chunks
         b_hi = (ch + 1) * n_blocks // n_chunks
-        buf = np.empty((c, _LANES), np.float32)
-        m = np.empty(_LANES, np.float32)
-        bad = np.empty(_LANES, np.float32)
-        r = np.empty(_LANES, np.float32)
-        t = np.empty(_LANES, np.float32)
-        k = np.empty(_LANES, np.float32)
-        hv = np.empty(_LANES, np.float32)
         for b in range(b_lo, b_hi):
             i0 = b * _LANES
-            _lanes_f32(flat, i0, min(_LANES, n - i0), c, stride, inv_logc, buf, m, bad, r, t, k,
-                       hv, out)
+            _lanes_f32(flat, i0, min(_LANES, n - i0), c, stride, inv_logc, out)
 
 
 @njit(parallel=True, fastmath=_FM, cache=True)
@@ -345,7 +440,8 @@ def _rows_f32_kernel(flat, n, c, stride, out):
         lo = ch * n // n_chunks
         hi = (ch + 1) * n // n_chunks
         for i in range(lo, hi):
-            out[i] = _row_f32(flat[i * stride:i * stride + c], c, inv_logc)
+            out[i] = _row_f32(flat, i * stride, c, (i + 1) * stride if i + 1 < hi else -1,
+                              inv_logc)
 
 
 @njit(parallel=True, fastmath=_FM, cache=True)
@@ -360,7 +456,7 @@ def _rows_f16_kernel(flat, n, c, stride, out):
         zbuf = np.empty(c, np.float32)
         for i in range(lo, hi):
             _half_row(flat[i * stride:i * stride + c], c, zbuf, ibuf, fview)
-            out[i] = _row_f32(zbuf, c, inv_logc)
+            out[i] = _row_f32(zbuf, 0, c, -1, inv_logc)
 
 
 @njit(parallel=True, fastmath=_FM, cache=True)
