@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sim.calibration.fit import (HopsParams, Observations, PolluxParams, fit, fit_all, fit_hops, fit_pollux,
-                                 group_observations, hops_iter_time, pollux_iter_time)
+                                 group_observations, hops_iter_time, params_from_dict, pollux_iter_time)
 from sim.calibration.schema import CalibrationWarning, measurements_from_rows
 from sim.calibration.synthetic import EXAMPLE_HOPS, EXAMPLE_POLLUX, synthetic_measurements
 from sim.errors import ConfigError
@@ -27,6 +27,46 @@ def test_pollux_formula_by_hand():
     # two nodes, 4 GPUs: network 0.3 + 0.02 * 2 = 0.34; with 3 accumulation steps add 3 * 0.2
     assert p.step_time(10, 2, 4, accum_steps=3) == pytest.approx(0.6 + np.hypot(0.2, 0.34))
     assert pollux_iter_time(p.as_array()[None, :], [10], [1], [4])[0] == pytest.approx(np.hypot(0.2, 0.12))
+
+
+def test_pollux_server_contention_term_by_hand():
+    p = PolluxParams(alpha_c=0.1, beta_c=0.01, alpha_n=0.3, beta_n=0.02, alpha_r=0.1, beta_r=0.01, gamma=2.0,
+                     beta_l=0.05)
+    # two nodes, 6 GPUs: network 0.3 + 0.02 * 4 = 0.38, plus 0.05 per GPU beyond the first on the
+    # busiest server: 3+3 adds 0.10, 1+5 adds 0.20
+    assert p.step_time(10, 2, 6, max_per_node=3) == pytest.approx(np.hypot(0.2, 0.48))
+    assert p.step_time(10, 2, 6, max_per_node=5) == pytest.approx(np.hypot(0.2, 0.58))
+    # without a placement list: an even spread (3+3)
+    assert p.step_time(10, 2, 6) == pytest.approx(np.hypot(0.2, 0.48))
+    # one GPU: no synchronisation at all
+    assert p.step_time(10, 1, 1) == pytest.approx(0.2, rel=1e-6)
+    # a 7-parameter array (older calib.toml) is Pollux's model
+    assert pollux_iter_time(p.as_array()[:7], 10, 2, 6, 0, 5) == pytest.approx(np.hypot(0.2, 0.38))
+
+
+def test_server_contention_is_recovered_from_spread_placements():
+    truth = PolluxParams(**{**EXAMPLE_POLLUX.as_dict(), "beta_l": 0.03})
+    placements = [(1,), (2,), (4,), (2, 2), (1, 3), (4, 4), (2, 6), (3, 3), (1, 5), (4, 4, 4), (2, 5, 5)]
+    r = fit_pollux(obs_of(synthetic_measurements(truth, placements=placements)), emit_warnings=False)
+    assert "beta_l" not in r.pinned
+    assert r.params.beta_l == pytest.approx(0.03, rel=0.05)
+    assert r.median_ape < 1.0
+    # same counts, different spread: the fit tells them apart
+    assert r.predict(32, 2, 6, 0, 5) > r.predict(32, 2, 6, 0, 3) * 1.05
+
+
+def test_server_contention_pinned_without_spread_variety():
+    placements = [(1,), (2,), (4,), (2, 2), (4, 4), (3, 3, 3)]
+    with pytest.warns(CalibrationWarning, match="beta_l not identifiable: no placements with the same GPU"):
+        r = fit_pollux(obs_of(synthetic_measurements(EXAMPLE_POLLUX, placements=placements)))
+    assert r.params.beta_l == pytest.approx(0.0, abs=1e-6)
+
+
+def test_params_without_beta_l_load_as_pollux_model():
+    d = {k: v for k, v in EXAMPLE_POLLUX.as_dict().items() if k != "beta_l"}
+    assert params_from_dict("pollux", d).beta_l == 0.0
+    with pytest.raises(ConfigError, match="lack gamma"):
+        params_from_dict("pollux", {k: v for k, v in d.items() if k != "gamma"})
 
 
 def test_hops_formula_by_hand():
@@ -83,7 +123,7 @@ def test_single_point_pins_and_names_parameters():
     assert all(m.startswith("bert on t4 (pollux)") for m in msgs)
     assert any("alpha_c not identifiable: only one batch size (b=8)" in m for m in msgs)
     assert any("alpha_n, alpha_r, beta_n, beta_r, gamma not identifiable: no multi-GPU" in m for m in msgs)
-    assert set(r.pinned) == {"alpha_c", "alpha_n", "beta_n", "alpha_r", "beta_r", "gamma"}
+    assert set(r.pinned) == {"alpha_c", "alpha_n", "beta_n", "alpha_r", "beta_r", "gamma", "beta_l"}
     # Pollux has no update term on one GPU: the fit splits the 1% between step and accumulation time
     assert r.predict(8, 1, 1) == pytest.approx(0.5, rel=0.02)
     # perfect scaling is assumed for multi-GPU placements (and said so)

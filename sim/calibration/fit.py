@@ -3,12 +3,13 @@
 Two models (algorithms.md §5.5 and §4.3); ``b`` is the per-GPU (atomic) batch, ``K`` the GPUs,
 ``N`` the servers:
 
-**Pollux/Sia step time** (:class:`PolluxParams`, 7 parameters)::
+**Pollux/Sia step time** (:class:`PolluxParams`, 7 parameters, plus ``beta_l``)::
 
     T_compute(b)  = alpha_c + beta_c * b
     T_network     = alpha_n + beta_n * max(K - 2, 0)      if N > 1
                   = alpha_r + beta_r * max(K - 2, 0)      if N = 1 and K > 1
                   = 0                                     if K = 1
+                  + beta_l * (K_max - 1)                  (K_max = most GPUs on one server)
     T_step        = (T_compute^gamma + T_network^gamma)^(1 / gamma),   1 <= gamma <= 10
     T_iter(s)     = s * T_compute + T_step                (s gradient-accumulation steps)
 
@@ -16,6 +17,13 @@ fitted, as in Pollux, to the step time and to the accumulation-step time ``step 
 ``sync_time_s`` is measured; the update is part of the synchronising step, as in Pollux's
 profiles) in log space, with Pollux's regularizers ``1e-3 (gamma - 1)^2`` and
 ``1e-2 ((beta_n / alpha_n)^2 + (beta_r / alpha_r)^2)`` and bounds ``[1e-8, inf)``, ``[1, 10]``.
+
+``beta_l`` (our extension, not in Pollux or Sia) is the synchronisation time each further GPU on
+the busiest server adds: GPUs that share a server's PCIe bus or NIC contend for it, so the same
+GPU count spread as 3+3 synchronises faster than 2+4 or 6 on one server (Sia's V100 profiles show
+it).  It is fitted only when the measurements hold placements with the same GPU and server counts
+but a different ``K_max``; otherwise it is pinned to 0 (Pollux's model).  Without a placement list
+``K_max`` is taken as ``ceil(K / N)`` (an even spread).
 
 **Hops iteration time** (:class:`HopsParams`; Hops eq. 1-4, expectation form)::
 
@@ -83,6 +91,7 @@ class Observations:
     forward: np.ndarray
     backward: np.ndarray
     update: np.ndarray
+    max_per_node: np.ndarray
     placement_key: tuple[str, ...] = ()
 
     @property
@@ -98,23 +107,37 @@ class Observations:
 
     @classmethod
     def from_arrays(cls, model: str, gpu_type: str, *, n_gpus, n_nodes, local_bsz, step, sync=None,
-                    data=None, forward=None, backward=None, update=None) -> "Observations":
+                    data=None, forward=None, backward=None, update=None,
+                    max_per_node=None) -> "Observations":
         n = len(step)
 
         def arr(v):
             return np.full(n, np.nan) if v is None else np.asarray(v, dtype=np.float64)
-        return cls(model, gpu_type, arr(n_gpus), arr(n_nodes), arr(local_bsz), arr(step), arr(sync),
-                   arr(data), arr(forward), arr(backward), arr(update))
+        k, nn = arr(n_gpus), arr(n_nodes)
+        kmax = even_max_per_node(k, nn) if max_per_node is None else arr(max_per_node)
+        return cls(model, gpu_type, k, nn, arr(local_bsz), arr(step), arr(sync),
+                   arr(data), arr(forward), arr(backward), arr(update), kmax)
+
+
+def even_max_per_node(n_gpus, n_nodes) -> np.ndarray:
+    """Most GPUs on one server when ``n_gpus`` are spread evenly over ``n_nodes``."""
+    k = np.asarray(n_gpus, dtype=np.float64)
+    return np.ceil(k / np.maximum(np.asarray(n_nodes, dtype=np.float64), 1.0))
 
 
 def _col(t: pa.Table, name: str) -> np.ndarray:
     return np.asarray(pc.cast(t.column(name), pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False))
 
 
-def _placement_keys(t: pa.Table) -> tuple[str, ...]:
+def _placement_keys(t: pa.Table) -> tuple[tuple[str, ...], np.ndarray]:
+    """Per row: a placement key (``"3|3"``, or ``"2n6g"`` without a list) and the most GPUs on
+    one server (the list's max, else an even spread)."""
     pl = t.column("placement").to_pylist()
     nn, kk = t.column("n_nodes").to_pylist(), t.column("n_gpus").to_pylist()
-    return tuple("|".join(map(str, p)) if p is not None else f"{n}n{k}g" for p, n, k in zip(pl, nn, kk))
+    keys = tuple("|".join(map(str, p)) if p else f"{n}n{k}g" for p, n, k in zip(pl, nn, kk))
+    even = even_max_per_node(kk, nn)
+    kmax = np.array([max(p) if p else e for p, e in zip(pl, even)], dtype=np.float64)
+    return keys, kmax
 
 
 def group_observations(table: pa.Table, source: str = "<memory>") -> dict[tuple[str, str], Observations]:
@@ -124,14 +147,14 @@ def group_observations(table: pa.Table, source: str = "<memory>") -> dict[tuple[
     types = np.array(t.column("gpu_type").to_pylist(), dtype=object)
     cols = {c: _col(t, c) for c in ("n_gpus", "n_nodes", "local_bsz", "step_time_s", "sync_time_s",
                                     "data_time_s", "forward_s", "backward_s", "update_s")}
-    keys = _placement_keys(t)
+    keys, kmax = _placement_keys(t)
     out = {}
     for m, g in sorted(set(zip(models.tolist(), types.tolist()))):
         sel = (models == m) & (types == g)
         out[(m, g)] = Observations(
             m, g, cols["n_gpus"][sel], cols["n_nodes"][sel], cols["local_bsz"][sel],
             cols["step_time_s"][sel], cols["sync_time_s"][sel], cols["data_time_s"][sel],
-            cols["forward_s"][sel], cols["backward_s"][sel], cols["update_s"][sel],
+            cols["forward_s"][sel], cols["backward_s"][sel], cols["update_s"][sel], kmax[sel],
             tuple(k for k, s in zip(keys, sel) if s))
     return out
 
@@ -153,10 +176,12 @@ class PolluxParams:
     alpha_r: float
     beta_r: float
     gamma: float
+    beta_l: float = 0.0
 
     kind: ClassVar[str] = "pollux"
     names: ClassVar[tuple[str, ...]] = ("alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r",
-                                        "gamma")
+                                        "gamma", "beta_l")
+    optional: ClassVar[dict[str, float]] = {"beta_l": 0.0}   # absent from older calib.toml files
 
     def as_array(self) -> np.ndarray:
         return np.array([getattr(self, n) for n in self.names])
@@ -167,31 +192,38 @@ class PolluxParams:
     def compute_time(self, local_bsz) -> np.ndarray:
         return self.alpha_c + self.beta_c * np.asarray(local_bsz, dtype=np.float64)
 
-    def network_time(self, n_nodes, n_gpus) -> np.ndarray:
-        return _pollux_network(self.as_array(), np.asarray(n_nodes, float), np.asarray(n_gpus, float))
+    def network_time(self, n_nodes, n_gpus, max_per_node=None) -> np.ndarray:
+        return _pollux_network(self.as_array(), np.asarray(n_nodes, float), np.asarray(n_gpus, float),
+                               max_per_node)
 
-    def step_time(self, local_bsz, n_nodes, n_gpus, accum_steps=0) -> np.ndarray:
-        """Time of one optimizer step (with ``accum_steps`` accumulation steps before it)."""
-        return pollux_iter_time(self.as_array(), local_bsz, n_nodes, n_gpus, accum_steps)
+    def step_time(self, local_bsz, n_nodes, n_gpus, accum_steps=0, max_per_node=None) -> np.ndarray:
+        """Time of one optimizer step (with ``accum_steps`` accumulation steps before it);
+        ``max_per_node``: most GPUs on one server (default: an even spread)."""
+        return pollux_iter_time(self.as_array(), local_bsz, n_nodes, n_gpus, accum_steps, max_per_node)
 
     def accum_time(self, local_bsz, n_nodes=1, n_gpus=1) -> np.ndarray:
         """A step without synchronisation (gradient accumulation): the compute time."""
         return self.compute_time(local_bsz) + 0.0 * np.asarray(n_gpus, float)
 
 
-def _pollux_network(th: np.ndarray, nn: np.ndarray, k: np.ndarray) -> np.ndarray:
+def _pollux_network(th: np.ndarray, nn: np.ndarray, k: np.ndarray, kmax=None) -> np.ndarray:
     th = np.asarray(th, float)
     an, bn, ar, br = th[..., 2], th[..., 3], th[..., 4], th[..., 5]
     retro = np.maximum(k - 2.0, 0.0)
-    return np.where(nn > 1, an + bn * retro, np.where(k > 1, ar + br * retro, _LO))
+    net = np.where(nn > 1, an + bn * retro, np.where(k > 1, ar + br * retro, _LO))
+    if th.shape[-1] > 7:
+        kmax = even_max_per_node(k, nn) if kmax is None else np.asarray(kmax, float)
+        net = net + th[..., 7] * np.maximum(kmax - 1.0, 0.0)
+    return net
 
 
-def pollux_iter_time(th, local_bsz, n_nodes, n_gpus, accum_steps=0) -> np.ndarray:
-    """Vectorized Pollux iteration time; ``th`` is ``[..., 7]`` in :attr:`PolluxParams.names` order."""
+def pollux_iter_time(th, local_bsz, n_nodes, n_gpus, accum_steps=0, max_per_node=None) -> np.ndarray:
+    """Vectorized Pollux iteration time; ``th`` is ``[..., 7]`` or ``[..., 8]`` (with ``beta_l``) in
+    :attr:`PolluxParams.names` order; ``max_per_node`` defaults to an even spread."""
     th = np.asarray(th, float)
     b = np.asarray(local_bsz, float)
     tc = th[..., 0] + th[..., 1] * b
-    tn = _pollux_network(th, np.asarray(n_nodes, float), np.asarray(n_gpus, float))
+    tn = _pollux_network(th, np.asarray(n_nodes, float), np.asarray(n_gpus, float), max_per_node)
     g = th[..., 6]
     # (tc^g + tn^g)^(1/g), computed stably as m * (1 + (x/m)^g)^(1/g)
     m = np.maximum(tc, tn)
@@ -230,7 +262,8 @@ class HopsParams:
     def components(self, local_bsz, n_nodes, n_gpus) -> dict[str, np.ndarray]:
         return hops_components(self.as_array(), local_bsz, n_nodes, n_gpus, self.nonoverlap)
 
-    def step_time(self, local_bsz, n_nodes, n_gpus, accum_steps=0) -> np.ndarray:
+    def step_time(self, local_bsz, n_nodes, n_gpus, accum_steps=0, max_per_node=None) -> np.ndarray:
+        """Hops' model has no placement-shape term: ``max_per_node`` is accepted and ignored."""
         return hops_iter_time(self.as_array(), local_bsz, n_nodes, n_gpus, accum_steps,
                               pattern=self.pattern, nonoverlap=self.nonoverlap)
 
@@ -283,10 +316,11 @@ def params_from_dict(kind: str, d: dict) -> PolluxParams | HopsParams:
     cls = _PARAM_CLASSES.get(kind)
     if cls is None:
         raise ConfigError(f"unknown model kind {kind!r} (known: {', '.join(KINDS)})")
-    missing = [n for n in cls.names if n not in d]
+    optional = getattr(cls, "optional", {})
+    missing = [n for n in cls.names if n not in d and n not in optional]
     if missing:
         raise ConfigError(f"{kind} parameters lack {', '.join(missing)}")
-    kw = {n: float(d[n]) for n in cls.names}
+    kw = {n: float(d.get(n, optional.get(n))) for n in cls.names}
     if cls is HopsParams:
         kw.update(pattern=int(d.get("pattern", 2)), nonoverlap=float(d.get("nonoverlap", 0.2)))
     return cls(**kw)
@@ -312,8 +346,8 @@ class FitResult:
     gpu_counts: tuple[int, ...] = (1,)
     max_nodes: int = 1
 
-    def predict(self, local_bsz, n_nodes, n_gpus, accum_steps=0) -> np.ndarray:
-        return self.params.step_time(local_bsz, n_nodes, n_gpus, accum_steps)
+    def predict(self, local_bsz, n_nodes, n_gpus, accum_steps=0, max_per_node=None) -> np.ndarray:
+        return self.params.step_time(local_bsz, n_nodes, n_gpus, accum_steps, max_per_node)
 
     @property
     def label(self) -> str:
@@ -330,7 +364,17 @@ def _coverage(obs: Observations) -> dict:
         single_gt2=bool(np.any((nn == 1) & (k > 2))),
         any_multi=bool(np.any(k > 1)),
         has_sync=bool(np.any(np.isfinite(obs.sync))),
+        shape_varies=_shape_varies(obs),
     )
+
+
+def _shape_varies(obs: Observations) -> bool:
+    """Do some placements share GPU and server counts but differ in the most GPUs on one server?"""
+    seen: dict[tuple[float, float], float] = {}
+    for k, nn, km in zip(obs.n_gpus, obs.n_nodes, obs.max_per_node):
+        if seen.setdefault((k, nn), km) != km:
+            return True
+    return False
 
 
 def _accum_target(obs: Observations) -> tuple[np.ndarray, np.ndarray]:
@@ -457,7 +501,7 @@ def _identifiability(problem: _Problem, result, n_data: int, x: np.ndarray, labe
 
 
 def _finish(result: FitResult, obs: Observations, emit: bool) -> FitResult:
-    pred = result.params.step_time(obs.local_bsz, obs.n_nodes, obs.n_gpus)
+    pred = result.params.step_time(obs.local_bsz, obs.n_nodes, obs.n_gpus, 0, obs.max_per_node)
     e = ape(pred, obs.step)
     result.median_ape = float(np.median(e))
     result.p90_ape = float(np.percentile(e, 90))
@@ -490,7 +534,7 @@ def fit_pollux(obs: Observations, *, emit_warnings: bool = True) -> FitResult:
     pinned: dict[str, str] = {}
     acc_ok, acc = _accum_target(obs)
     ac0, bc0 = _compute_guess(obs)
-    x0 = np.array([ac0, bc0, 0.0, 0.0, 0.0, 0.0, 1.5])
+    x0 = np.array([ac0, bc0, 0.0, 0.0, 0.0, 0.0, 1.5, _LO])
     # network guesses: what the step time adds over compute, by link kind
     tc_guess = ac0 + bc0 * obs.local_bsz
     extra = np.maximum(obs.step - tc_guess, 0.05 * obs.step)
@@ -499,7 +543,7 @@ def fit_pollux(obs: Observations, *, emit_warnings: bool = True) -> FitResult:
     x0[4] = float(np.median(extra[sm])) if sm.any() else _LO
     x0[3] = 0.05 * x0[2] if cov["multi_node_gt2"] else _LO
     x0[5] = 0.05 * x0[4] if cov["single_gt2"] else _LO
-    free = [True] * 7
+    free = [True] * 8
     if cov["batches"].size == 1:
         y = acc[acc_ok] if acc_ok.any() else obs.step[obs.n_gpus == 1] if np.any(obs.n_gpus == 1) else obs.step
         x0[0] = float(np.mean(y)) / 2
@@ -508,11 +552,15 @@ def fit_pollux(obs: Observations, *, emit_warnings: bool = True) -> FitResult:
         pinned["alpha_c"] = (f"only one batch size (b={int(cov['batches'][0])}) measured: the fixed and "
                              f"per-sample compute times cannot be separated; alpha_c pinned to half the "
                              f"compute time (Pollux's rule)")
+    if not cov["shape_varies"]:
+        free[7] = False
+        pinned["beta_l"] = ("no placements with the same GPU and server counts but a different spread: "
+                            "per-server contention beta_l pinned to 0 (Pollux's model)")
     if not cov["any_multi"]:
-        free[2:] = [False] * 5
+        free[2:7] = [False] * 5
         x0[2:6] = _LO
         x0[6] = 1.0
-        for p in names[2:]:
+        for p in names[2:7]:
             pinned[p] = ("no multi-GPU measurement: no network time can be fitted; alpha_r = beta_r = 0, "
                          "alpha_n, beta_n = 1.1 x those (prior), gamma = 1, so multi-GPU predictions assume "
                          "perfect scaling (optimistic)")
@@ -534,17 +582,17 @@ def fit_pollux(obs: Observations, *, emit_warnings: bool = True) -> FitResult:
         free[5] = False
         x0[5] = _LO
         pinned["beta_r"] = "no single-node measurement with more than 2 GPUs: retrogression beta_r pinned to 0"
-    problem = _Problem(names, x0, free, log=[True] * 6 + [False], lo=[_LO] * 6 + [1.0],
-                       hi=[_HI] * 6 + [10.0])
+    problem = _Problem(names, x0, free, log=[True] * 6 + [False, True], lo=[_LO] * 6 + [1.0, _LO],
+                       hi=[_HI] * 6 + [10.0, _HI])
     n_acc, n_step = int(acc_ok.sum()), obs.n
     w_acc = 1.0 / math.sqrt(max(n_acc, 1))
     w_step = 1.0 / math.sqrt(n_step)
-    b, nn, k = obs.local_bsz, obs.n_nodes, obs.n_gpus
+    b, nn, k, kmax = obs.local_bsz, obs.n_nodes, obs.n_gpus, obs.max_per_node
     log_acc, log_step = np.log(acc[acc_ok]), np.log(obs.step)
 
     def residuals(x):
         tc = x[0] + x[1] * b
-        r = [w_step * (np.log(pollux_iter_time(x, b, nn, k)) - log_step)]
+        r = [w_step * (np.log(pollux_iter_time(x, b, nn, k, 0, kmax)) - log_step)]
         if n_acc:
             r.append(w_acc * (np.log(tc[acc_ok]) - log_acc))
         reg = [math.sqrt(1e-3) * (x[6] - 1.0) if free[6] else 0.0,
@@ -554,10 +602,15 @@ def fit_pollux(obs: Observations, *, emit_warnings: bool = True) -> FitResult:
         return np.concatenate(r)
 
     starts = []
+    # beta_l starts near 0 and at a twentieth of the multi-GPU step time (a log-parameter
+    # started at its bound moves slowly)
+    bl_starts = (_LO, 0.05 * float(np.median(obs.step[k > 1]))) if free[7] else (x0[7],)
     for g in (1.0 + 1e-3, 2.0, 5.0) if free[6] else (x0[6],):
-        s = x0.copy()
-        s[6] = g
-        starts.append(s)
+        for bl in bl_starts:
+            s = x0.copy()
+            s[6] = g
+            s[7] = bl
+            starts.append(s)
     x, res = _solve(problem, residuals, starts)
     if not cov["multi_node"]:
         x[2] = max(x[2], 1.1 * x[4])

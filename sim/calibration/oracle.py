@@ -34,6 +34,10 @@ over several types run at the slowest type, times the slowest server's speed fac
 model's fit on a base type (the reference type if fitted) by the median, over models fitted on
 both types, of their 1-GPU rate ratio (Sia's ``cluster_throughput_ratios``); if no model was
 fitted on both, by :data:`~sim.throughput.RELATIVE_SPEED`.
+
+The engine hands the oracle GPU and server counts, not the GPUs per server, so the Pollux model's
+per-server contention term (``beta_l``) is evaluated at an even spread, ``ceil(K / N)`` GPUs on
+the busiest server; a consolidated placement such as 8+4 is predicted as 6+6.
 """
 from __future__ import annotations
 
@@ -232,12 +236,12 @@ class CalibratedThroughput(ModelLookup):
         return cls(read_calibration(path), **kwargs)
 
     # ---------------------------------------------------------------- single evaluations
-    def _eval(self, f: FitResult, b: int, nn, k) -> np.ndarray:
+    def _eval(self, f: FitResult, b: int, nn, k, kmax=None) -> np.ndarray:
         """Iterations/s of a fitted (model, type) at per-GPU batch b (accumulating above b_max)."""
         bmax = max(f.local_bsz_range[1], 1)
         s = max(math.ceil(b / bmax - 1e-9) - 1, 0)
         atomic = math.ceil(b / (s + 1) - 1e-9)
-        t = f.params.step_time(atomic, nn, k, s)
+        t = f.params.step_time(atomic, nn, k, s, kmax)
         return 1.0 / np.asarray(t, float)
 
     def _ratio(self, t: str, base: str) -> float:
@@ -268,12 +272,15 @@ class CalibratedThroughput(ModelLookup):
         base = self._base[m]
         return self._fits[(m, base)], self._ratio(t, base)
 
-    def step_time(self, model, gpu_type: str, n_gpus, n_nodes=1, local_bsz: int | None = None) -> np.ndarray:
-        """Predicted seconds per iteration of ``model`` on ``gpu_type``."""
+    def step_time(self, model, gpu_type: str, n_gpus, n_nodes=1, local_bsz: int | None = None,
+                  max_per_node=None) -> np.ndarray:
+        """Predicted seconds per iteration of ``model`` on ``gpu_type``; ``max_per_node`` (most GPUs
+        on one server) defaults to an even spread."""
         m = self.models[self.model_index(model)]
         f, r = self._column(m, canonical_gpu_type(gpu_type))
         b = self._bsz[m] if local_bsz is None else int(local_bsz)
-        return 1.0 / (self._eval(f, b, np.asarray(n_nodes, float), np.asarray(n_gpus, float)) * r)
+        return 1.0 / (self._eval(f, b, np.asarray(n_nodes, float), np.asarray(n_gpus, float),
+                                 max_per_node) * r)
 
     # ---------------------------------------------------------------- protocol
     def supported_counts(self, model) -> tuple[int, ...]:

@@ -98,7 +98,7 @@ def holdout_errors(table: pa.Table, kinds: Sequence[str] = KINDS, *, every: int 
                 warnings.simplefilter("ignore", CalibrationWarning)
                 res = fit(obs.subset(train), kind, emit_warnings=False)
             notes[(m, g, kind)] = list(res.warnings)
-            pred = res.predict(obs.local_bsz, obs.n_nodes, obs.n_gpus)
+            pred = res.predict(obs.local_bsz, obs.n_nodes, obs.n_gpus, 0, obs.max_per_node)
             parts.append(pa.table(_rows(obs, kind, pred, hp, hb), schema=ERROR_SCHEMA))
     if not parts:
         return ERROR_SCHEMA.empty_table(), notes

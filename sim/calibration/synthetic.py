@@ -40,7 +40,7 @@ def synthetic_measurements(params: PolluxParams | HopsParams, *, model: str = "s
         pl = [int(x) for x in pl]
         n, k = len(pl), sum(pl)
         for b in batch_sizes:
-            step = float(params.step_time(b, n, k))
+            step = float(params.step_time(b, n, k, 0, max(pl)))
             acc = float(params.accum_time(b, n, k))
 
             def jitter(x: float) -> float:
