@@ -16,7 +16,8 @@ from ._native import as_cdata, check, ffi, lib
 from .cluster import Cluster
 from .errors import ConfigError, KernelError, SimError
 from .plan_diff import plan_changes
-from .state import ROUND, TIMER, JobSpecs, Plan, SchedState
+from .placement import PLACEMENT_MODES, place_one
+from .state import ARRIVAL, COMPLETION, ROUND, TIMER, JobSpecs, Plan, SchedState
 
 DONE_STATES = {0: "future", 1: "queued", 2: "running", 3: "done"}
 _CTYPE = {"<i8": "int64_t[]", "<i4": "int32_t[]", "<f8": "double[]"}
@@ -73,6 +74,7 @@ class SimResult:
     fragmentation: dict = field(default_factory=dict)
     model_names: tuple[str, ...] = ()
     skipped_decisions: int = 0    # decision points with provably nothing to do
+    engine_placed: int = 0        # lone arrivals the engine placed itself (place_lone_arrivals)
 
 
 def job_specs(workload, oracle, restart_delay_s: float | None = None) -> JobSpecs:
@@ -266,6 +268,10 @@ class _Run:
         self.fgd_flat = weights.ravel()
         self.fgd_base = np.asarray(cluster.node_type, np.int64) * weights.shape[1]
         self.skippable = bool(getattr(policy, "skip_if_nothing_fits", False))
+        self.skip_idle_completions = bool(getattr(policy, "skip_idle_completions", False))
+        self.lone_mode = (PLACEMENT_MODES[policy.placement]
+                          if getattr(policy, "place_lone_arrivals", False) else None)
+        self.engine_placed = 0
         self.skipped = 0
         self.queued_view = _policy_view(policy) == "queued"
 
@@ -294,6 +300,12 @@ class _Run:
                 k.min_queued_demand() > self.cluster.total_gpus - k.used_gpus():
             self.skipped += 1
             return None
+        if self.skip_idle_completions and k.batch.reasons == COMPLETION and k.counters()[1] == 0:
+            self.skipped += 1
+            return None
+        if self.lone_mode is not None and k.batch.reasons == ARRIVAL and k.counters()[1] == 1 \
+                and self._place_lone_arrival():
+            return None
         state = k.snapshot(self.cluster, self.jobs, self.queued_view)
         t_call = time.perf_counter()
         plan = self.policy.schedule(state)
@@ -301,6 +313,21 @@ class _Run:
         _apply_plan(k, state, plan, self.oracle, self.cluster, self.used_types,
                     self.scale_applied, self.policy.name)
         return plan.wakeup
+
+    def _place_lone_arrival(self) -> bool:
+        """Place the only queued job on the free GPUs if it fits (Policy.place_lone_arrivals)."""
+        k, c = self.kernel, self.cluster
+        state = k.snapshot(c, self.jobs, queued_only=True)
+        want = int(self.jobs.demand[state.active[0]])
+        if want > int(state.node_free.sum()):
+            return False
+        nodes, counts = place_one(state.node_free.astype(np.int32), c.node_type, len(c.gpu_types),
+                                  want, self.lone_mode)
+        plan = Plan(np.array([0, nodes.shape[0]], np.int64), nodes, counts)
+        _apply_plan(k, state, plan, self.oracle, c, self.used_types, self.scale_applied,
+                    self.policy.name)
+        self.engine_placed += 1
+        return True
 
     def record(self, wakeup) -> int:
         """Timeline and fragmentation after a decision; stops a stalled run."""
@@ -332,7 +359,8 @@ class _Run:
                          restarts=res["restarts"], gpu_types_used=self.used_types,
                          timeline=self.timeline, decisions=len(self.latencies),
                          decision_seconds=np.asarray(self.latencies),
-                         skipped_decisions=self.skipped, wall_seconds=wall,
+                         skipped_decisions=self.skipped, engine_placed=self.engine_placed,
+                         wall_seconds=wall,
                          fragmentation={"idle_gpus_while_waiting": np.asarray(self.idle_while_waiting),
                                         "fgd": np.asarray(self.fgd_values)},
                          model_names=tuple(getattr(self.oracle, "models", ())))

@@ -39,7 +39,10 @@ Summary keys (:func:`summary`; all numbers, NaN where undefined):
   least one job waits (0 when no job ever waited)
 * ``frag_fgd_gpus``: FGD's expected unusable GPUs (see :func:`fgd_fragmentation`), mean over
   decision points; NaN when the engine did not record it
-* ``decisions``, ``mean_decision_ms``, ``p99_decision_ms``, ``wall_seconds``
+* ``decisions``, ``mean_decision_ms``, ``p99_decision_ms``, ``wall_seconds``: decision points
+  at which the policy was asked, its time per call, and the run's wall time
+* ``skipped_decisions``, ``engine_placed``: decision points the engine skipped as provably idle,
+  and lone arrivals it placed without asking the policy (see ``Policy.place_lone_arrivals``)
 """
 from __future__ import annotations
 
@@ -99,6 +102,7 @@ SUMMARY_KEYS = (
     "avg_slowdown", "jain_slowdown",
     "frag_idle_gpus", "frag_fgd_gpus",
     "decisions", "mean_decision_ms", "p99_decision_ms", "wall_seconds",
+    "skipped_decisions", "engine_placed",
 )
 
 
@@ -417,6 +421,8 @@ def summary(result: "SimResult") -> dict:
         "mean_decision_ms": _nanstat(np.mean, dec_ms),
         "p99_decision_ms": _nanstat(np.percentile, dec_ms, 99),
         "wall_seconds": float(result.wall_seconds),
+        "skipped_decisions": int(result.skipped_decisions),
+        "engine_placed": int(result.engine_placed),
     }
     return out
 

@@ -134,6 +134,7 @@ def test_single_point_pins_and_names_parameters():
     assert h.predict(8, 1, 1) == pytest.approx(0.5, rel=1e-3)
 
 
+@pytest.mark.filterwarnings("ignore:.*beta_l not identifiable")
 def test_single_node_data_sets_the_network_prior():
     t = synthetic_measurements(EXAMPLE_POLLUX, placements=[(1,), (2,), (3,), (4,)])
     with pytest.warns(CalibrationWarning, match=r"synthetic on v100 \(pollux\): alpha_n, beta_n not identifiable: "

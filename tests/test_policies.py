@@ -108,18 +108,41 @@ def test_tiresias_demotion_puts_long_job_behind_new_short_job():
     assert 25.0 in res.timeline.time                       # woken exactly at the demotion
 
 
-def test_tiresias_wakes_at_exact_demotion_even_when_alone():
-    # Limits 100 and 300 GPU-s; a 2-GPU job crosses them at t=50 and t=150.
+def test_tiresias_wakes_for_demotions_only_while_a_job_waits():
+    # Limits 100 and 300 GPU-s; a 2-GPU job alone crosses them at t=50 and t=150.
     jobs = specs([0], [2], [500], delay=0.0)
     res = run(get_policy("tiresias", thresholds=[100, 300]), jobs)
-    assert res.timeline.time == [0.0, 50.0, 150.0]
+    assert res.timeline.time == [0.0]                      # nobody waits: no wakeups
     check(res, [0], [250])
+    waking = get_policy("tiresias", thresholds=[100, 300])
+    waking.wake_without_contention = True
+    res = run(waking, jobs)
+    assert res.timeline.time == [0.0, 50.0, 150.0]         # woken exactly at each demotion
+    check(res, [0], [250])
+
+
+def test_tiresias_folds_in_silent_demotions_at_their_crossing_times():
+    # Limit 100 GPU-s, one 4-GPU node.  J0: t=0, 1 GPU, crosses at t=100.  J1: t=10,
+    # 2 GPUs, crosses at t=60.  Nobody waits, so no wakeups.  J2: t=120, 2 GPUs, 10 s,
+    # does not fit: Q1 in FIFO order of entry is J1 (60), J0 (100), so J0 (not J1, the
+    # earlier arrival) yields its GPU.  J0 resumes at 130 with 880 s left.
+    jobs = specs([0, 10, 120], [1, 2, 2], [1000, 2000, 20], delay=0.0)
+    expect = dict(first_start=[0, 10, 120], finish=[1010, 1010, 130], restarts=[1, 0, 0])
+    res = run(get_policy("tiresias", thresholds=[100]), jobs)
+    check(res, **expect)
+    assert 60.0 not in res.timeline.time and 100.0 not in res.timeline.time
+    waking = get_policy("tiresias", thresholds=[100])
+    waking.wake_without_contention = True
+    res = run(waking, jobs)
+    check(res, **expect)
+    assert 60.0 in res.timeline.time and 100.0 in res.timeline.time
 
 
 def test_tiresias_default_is_one_limit_at_an_hour_of_gpu_time():
     # One 4-GPU job of 2000 s: its one demotion is at 3600 / 4 = 900 s.
     p = get_policy("tiresias")
     assert p.thresholds.tolist() == [3600.0] and p.promote_knob == 0.0
+    p.wake_without_contention = True
     res = run(p, specs([0], [4], [8000], delay=0.0))
     assert res.timeline.time == [0.0, 900.0]
     assert get_policy("tiresias", thresholds="code").thresholds.tolist() == [3250, 7200, 18000]
@@ -243,6 +266,59 @@ def test_tiresias_engine_matches_reference_with_demotions(jobs, knob, thresholds
     for key in ("first_start", "finish", "gpu_seconds"):
         np.testing.assert_allclose(getattr(res, key), ref[key], rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(res.restarts, ref["restarts"])
+
+
+def _same_jobs(a, b):
+    for key in ("first_start", "finish", "gpu_seconds"):
+        np.testing.assert_allclose(getattr(a, key), getattr(b, key), rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(a.restarts, b.restarts)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=_workloads(), knob=st.sampled_from([0, 1, 2]),
+       thresholds=st.sampled_from([[50], [30, 200]]),
+       placement=st.sampled_from(["consolidated", "spread"]))
+def test_tiresias_silent_demotions_give_the_results_of_waking_at_each(jobs, knob, thresholds,
+                                                                      placement):
+    kw = dict(placement=placement, thresholds=thresholds, promote_knob=knob)
+    waking = get_policy("tiresias", **kw)
+    waking.wake_without_contention = True
+    waking.skip_idle_completions = False
+    quiet = run_jobs(small_cluster(), jobs, get_policy("tiresias", **kw), LinearOracle(), EVENTS)
+    loud = run_jobs(small_cluster(), jobs, waking, LinearOracle(), EVENTS)
+    _same_jobs(quiet, loud)
+    assert quiet.decisions <= loud.decisions
+
+
+def _always_asked(name, **params):
+    """The policy with every engine shortcut off: asked at every decision point."""
+    cls = type(get_policy(name))
+    off = {"skip_idle_completions": False, "place_lone_arrivals": False, "skip_if_nothing_fits": False}
+    return type("Asked" + cls.__name__, (cls,), off)(**params)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=_workloads(), name=st.sampled_from(["fifo", "sjf", "srtf", "las", "tiresias"]),
+       placement=st.sampled_from(["consolidated", "spread"]))
+def test_engine_shortcuts_change_no_result(jobs, name, placement):
+    config = EngineConfig()                       # LAS with its rounds
+    fast = run_jobs(small_cluster(), jobs, get_policy(name, placement=placement), LinearOracle(),
+                    config)
+    full = run_jobs(small_cluster(), jobs, _always_asked(name, placement=placement),
+                    LinearOracle(), config)
+    _same_jobs(fast, full)
+    assert full.skipped_decisions == full.engine_placed == 0
+    assert fast.decisions + fast.skipped_decisions + fast.engine_placed == full.decisions
+
+
+def test_engine_places_lone_arrivals_and_skips_idle_completions():
+    # three jobs that never wait: three lone arrivals and three idle completions
+    jobs = specs([0, 5, 10], [1, 1, 2], [100, 100, 100], delay=0.0)
+    for name in ("fifo", "sjf", "srtf", "las", "tiresias"):
+        res = run(get_policy(name), jobs)
+        assert res.engine_placed == 3, name
+        full = run(_always_asked(name), jobs)
+        _same_jobs(res, full)
 
 
 # -- determinism ---------------------------------------------------------------------

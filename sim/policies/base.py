@@ -42,6 +42,18 @@ class Policy:
     #: free GPUs by count.  Only sound for non-preemptive policies that give each job its
     #: rigid request and keep no state between calls (FIFO, SJF).
     skip_if_nothing_fits: ClassVar[bool] = False
+    #: the engine may skip a decision triggered by completions alone when no job is queued:
+    #: every active job then runs and, with rigid requests (``allocate`` = demand) and the
+    #: greedy placer, keeps its GPUs.  Sound for preemptive policies that keep their
+    #: requests rigid and need no notice of completions (SRTF, LAS, Tiresias).
+    skip_idle_completions: ClassVar[bool] = False
+    #: the engine may decide an arrival itself when the arriving job is the only queued one
+    #: and fits in the free GPUs: every running job keeps its GPUs and the job is placed as
+    #: the greedy placer would (``place_one`` on the free GPUs, the policy's placement
+    #: mode), without asking the policy.  Sound for rigid policies that use the greedy
+    #: placer, set no wakeup for a lone running newcomer and catch up on a job they have
+    #: not seen at their next decision (FIFO, SJF, SRTF, LAS, Tiresias).
+    place_lone_arrivals: ClassVar[bool] = False
     #: "all": the policy sees every active job; "queued": only queued jobs (for
     #: non-preemptive policies; running jobs keep their GPUs, the engine then does
     #: O(queued) work per decision instead of O(active))

@@ -18,6 +18,7 @@ class FIFO(Policy):
     description = "first in, first out by arrival; non-preemptive; strict (head-of-line blocking)"
     blocking = True
     skip_if_nothing_fits = True
+    place_lone_arrivals = True
     view = "queued"
 
     def __init__(self, placement: str = "consolidated", backfill: bool = False):
@@ -38,6 +39,7 @@ class SJF(Policy):
     name = "sjf"
     description = "shortest job first by oracle duration x GPUs; non-preemptive; backfills"
     skip_if_nothing_fits = True
+    place_lone_arrivals = True
     view = "queued"
 
     def order(self, state):
@@ -52,6 +54,8 @@ class SRTF(Policy):
     name = "srtf"
     description = "shortest remaining time first (oracle, x GPUs); preemptive at events"
     preemptive = True
+    skip_idle_completions = True
+    place_lone_arrivals = True
 
     def order(self, state):
         ids = state.active
@@ -64,6 +68,8 @@ class LAS(Policy):
     name = "las"
     description = "least attained service (2D: GPU-seconds); preemptive at rounds"
     preemptive = True
+    skip_idle_completions = True
+    place_lone_arrivals = True
     round_s = 60.0
 
     def order(self, state):

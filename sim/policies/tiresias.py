@@ -31,7 +31,15 @@ Rules, as implemented:
   promote and demote each other forever without progress.
 * Event driven: the policy asks to be woken at the exact next demotion (a job
   holding g GPUs gains g GPU-seconds per second, restart delays included) or
-  promotion, computed from the allocation the plan leaves in place.
+  promotion, computed from the allocation the plan leaves in place -- but only while
+  some job waits.  Without a waiting job a demotion changes no placement, so it is
+  folded in at the next decision instead, with the exact time the job crossed the
+  limit (its allocation has not changed since the last decision, so the crossing is
+  ``now - (service - limit) / GPUs``) as its queue-entry time, and not counted as
+  demoted *at* that decision.  The results are those of waking at every demotion
+  (tested), with far fewer decisions; ``wake_without_contention = True`` restores the
+  wakeups.  Completions with nothing queued are skipped by the engine
+  (``skip_idle_completions``): every job runs and keeps its GPUs.
 
 Defaults: K = 2 with one limit of 3600 GPU-s, the paper's default as recalled
 in algorithms.md §5.2 [R] and the README example of the authors' simulator.
@@ -86,6 +94,14 @@ class Tiresias(Policy):
     triggers: ClassVar[int] = ARRIVAL | COMPLETION
     preemptive = True
     blocking = False
+    skip_idle_completions = True
+    #: wake at every demotion even when no job waits (slower; the same results)
+    wake_without_contention: ClassVar[bool] = False
+
+    @property
+    def place_lone_arrivals(self) -> bool:
+        """The engine may place a lone arrival (see Policy) unless we must set wakeups."""
+        return not self.wake_without_contention
 
     PAPER_THRESHOLDS: ClassVar[tuple] = (3600.0,)
     CODE_THRESHOLDS: ClassVar[tuple] = (3250.0, 7200.0, 18000.0)
@@ -139,8 +155,12 @@ class Tiresias(Policy):
         service = state.attained_gpu_s - self.att_base[ids]
         level = np.searchsorted(self._limit_lo, service, side="right")
         demote = level > q
-        q = np.where(demote, level, q)
+        entered = np.full(ids.size, now)
         fresh = demote.copy()
+        if demote.any():
+            entered[demote], fresh[demote] = self._crossings(state, service[demote],
+                                                             level[demote], demote)
+        q = np.where(demote, level, q)
         if self.promote_knob > 0:
             due = self._promotion_due(state, q, state.queued_since)
             promote = (state.ngpu == 0) & (now >= due)
@@ -152,9 +172,23 @@ class Tiresias(Policy):
                 self.rem_base[pid] = state.remaining[promote]
                 self.promotions[pid] += 1
                 fresh |= promote
-        self.entered[ids[fresh]] = now
+        moved = demote | fresh
+        self.entered[ids[moved]] = entered[moved]
         self.queue[ids] = q
         self._fresh = fresh
+
+    def _crossings(self, state: SchedState, service: np.ndarray, level: np.ndarray,
+                   sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """When the selected jobs crossed their last limit, and whether that is now.
+
+        Their allocation is unchanged since the last decision (allocations only change
+        at decisions), so service grew at ``ngpu`` GPU-s per second until now."""
+        limit = self.thresholds[level - 1]
+        over = np.maximum(service - limit, 0.0)
+        g = state.ngpu[sel]
+        at_now = (over <= _REL_TOL * limit) | (g <= 0)
+        cross = np.where(at_now, state.now, state.now - over / np.maximum(g, 1))
+        return cross, at_now
 
     # -- the policy steps -------------------------------------------------------
     def order(self, state: SchedState) -> np.ndarray:
@@ -183,6 +217,8 @@ class Tiresias(Policy):
         if ids.size == 0:
             return None
         ngpu = state.ngpu if ngpu is None else np.asarray(ngpu)
+        if not self.wake_without_contention and np.all(ngpu > 0):
+            return None        # nobody waits: demotions are folded in at the next decision
         q = self.queue[ids]
         times = []
         run = (ngpu > 0) & (q < self.thresholds.size)
