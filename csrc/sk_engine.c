@@ -263,14 +263,27 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
 
 /* ---------------------------------------------------------------- jobs */
 
-static void accrue(sk_engine *e, int64_t j, double t) {
+/* Job j's GPU-seconds, run seconds and remaining work at time t >= last_update, computed
+ * from its state at its last update.  Reading never writes: the sums then depend only on
+ * when j's own allocation changed, not on how often anyone looked (so engine shortcuts
+ * that skip decisions cannot change a result by rounding). */
+static void live(const sk_engine *e, int64_t j, double t, double *gpu_s, double *run_s,
+                 double *remaining) {
+    *gpu_s = e->gpu_seconds[j];
+    *run_s = e->run_seconds[j];
+    *remaining = e->remaining[j];
     if (e->state[j] == SK_JOB_RUNNING) {
         double dt = t - e->last_update[j];
-        e->gpu_seconds[j] += (double)e->ngpu[j] * dt;
-        e->run_seconds[j] += dt;
+        *gpu_s += (double)e->ngpu[j] * dt;
+        *run_s += dt;
         double begin = e->last_update[j] > e->resume_at[j] ? e->last_update[j] : e->resume_at[j];
-        if (t > begin) e->remaining[j] -= e->rate[j] * (t - begin);
+        if (t > begin) *remaining -= e->rate[j] * (t - begin);
     }
+}
+
+/* Bring job j's totals up to time t (before its allocation changes or it completes). */
+static void accrue(sk_engine *e, int64_t j, double t) {
+    live(e, j, t, &e->gpu_seconds[j], &e->run_seconds[j], &e->remaining[j]);
     e->last_update[j] = t;
 }
 
@@ -591,7 +604,7 @@ int sk_engine_set_timer(sk_engine *e, double t) {
 
 /* ---------------------------------------------------------------- queries */
 
-/* Live state of the n given jobs, accrued to the current time. */
+/* Live state of the n given jobs at the current time (read only, see live()). */
 static int query(sk_engine *e, int64_t n, const int64_t *ids,
                     int32_t *ngpu, double *remaining, double *attained_gpu_s,
                     double *run_seconds, double *queued_since) {
@@ -599,11 +612,12 @@ static int query(sk_engine *e, int64_t n, const int64_t *ids,
     for (int64_t i = 0; i < n; i++) {
         int64_t j = ids[i];
         if (j < 0 || j >= e->n_jobs) return fail(e, SK_EINVAL, "query: job id %lld", (long long)j);
-        accrue(e, j, e->now);
+        double gpu_s, run_s, rem;
+        live(e, j, e->now, &gpu_s, &run_s, &rem);
         if (ngpu) ngpu[i] = e->ngpu[j];
-        if (remaining) remaining[i] = e->remaining[j] > 0.0 ? e->remaining[j] : 0.0;
-        if (attained_gpu_s) attained_gpu_s[i] = e->gpu_seconds[j];
-        if (run_seconds) run_seconds[i] = e->run_seconds[j];
+        if (remaining) remaining[i] = rem > 0.0 ? rem : 0.0;
+        if (attained_gpu_s) attained_gpu_s[i] = gpu_s;
+        if (run_seconds) run_seconds[i] = run_s;
         if (queued_since) queued_since[i] = e->state[j] == SK_JOB_QUEUED ? e->queued_since[j] : NAN;
     }
     return SK_OK;

@@ -1,7 +1,7 @@
 """Plain-Python reference of the event kernel (csrc/sk_engine.c) and its driver.
 
 Same model, written for clarity: a heap of (time, kind, seq) events, per-job
-dicts, progress accrued at every change.  tests/test_engine_reference.py holds the
+dicts, progress accrued at every change (reading does not write).  tests/test_engine_reference.py holds the
 C engine to it job by job.  Policies and the oracle are shared with the real
 engine: this reference checks the event/progress/allocation bookkeeping.
 """
@@ -40,14 +40,20 @@ class RefJob:
     def ngpu(self):
         return sum(c for _, c in self.placement)
 
-    def accrue(self, t):
+    def live(self, t):
+        """(GPU-seconds, run seconds, remaining) at t, without writing (as the C kernel)."""
+        gpu_s, run_s, remaining = self.gpu_seconds, self.run_seconds, self.remaining
         if self.state == "running":
             dt = t - self.last_update
-            self.gpu_seconds += float(self.ngpu) * dt
-            self.run_seconds += dt
+            gpu_s += float(self.ngpu) * dt
+            run_s += dt
             begin = max(self.last_update, self.resume_at)
             if t > begin:
-                self.remaining -= self.rate * (t - begin)
+                remaining -= self.rate * (t - begin)
+        return gpu_s, run_s, remaining
+
+    def accrue(self, t):
+        self.gpu_seconds, self.run_seconds, self.remaining = self.live(t)
         self.last_update = t
 
 
@@ -154,8 +160,7 @@ def reference_run(cluster, jobs, policy, oracle, round_s):
 def _state(now, reasons, cluster, jobs, js, cap, used, view="all"):
     listed = ("queued",) if view == "queued" else ("queued", "running")
     active = [i for i, j in enumerate(js) if j.state in listed]
-    for i in active:
-        js[i].accrue(now)
+    live = [js[i].live(now) for i in active]        # reading never writes
     indptr = [0]
     nodes, counts = [], []
     for i in active:
@@ -167,9 +172,9 @@ def _state(now, reasons, cluster, jobs, js, cap, used, view="all"):
         now=now, reasons=reasons, cluster=cluster, jobs=jobs,
         active=np.array(active, np.int64),
         ngpu=np.array([js[i].ngpu for i in active], np.int32),
-        remaining=np.array([max(js[i].remaining, 0.0) for i in active]),
-        attained_gpu_s=np.array([js[i].gpu_seconds for i in active]),
-        run_s=np.array([js[i].run_seconds for i in active]),
+        remaining=np.array([max(rem, 0.0) for _, _, rem in live]),
+        attained_gpu_s=np.array([gpu_s for gpu_s, _, _ in live]),
+        run_s=np.array([run_s for _, run_s, _ in live]),
         queued_since=np.array([js[i].queued_since if js[i].state == "queued" else math.nan
                                for i in active]),
         pl_indptr=np.array(indptr, np.int64), pl_nodes=np.array(nodes, np.int32),

@@ -311,6 +311,37 @@ def test_engine_shortcuts_change_no_result(jobs, name, placement):
     assert fast.decisions + fast.skipped_decisions + fast.engine_placed == full.decisions
 
 
+@pytest.mark.parametrize("a, b, limit, c", [(3.3, 23.55, 40.5, 50.6), (8.3, 20.0, 23.4, 43.1)])
+def test_tiresias_simultaneous_crossings_tie_whatever_the_rounding(a, b, limit, c):
+    # J0 (1 GPU from a) and J1 (2 GPUs from b = a + limit/2) reach the limit at the same
+    # instant, J0 by 1 GPU-s/s, J1 by 2: their computed crossing times differ in the last
+    # bits.  J2 (2 GPUs) arrives when the node is full: Q1 is a tie on entry time, so FIFO
+    # by arrival keeps J0 and J1 yields -- by every path, shortcuts on or off.
+    jobs = specs([a, b, c], [1, 2, 2], [1e4, 1e4, 50.0], delay=0.0)
+    waking = get_policy("tiresias", thresholds=[limit])
+    waking.wake_without_contention = True
+    for policy in (get_policy("tiresias", thresholds=[limit]), waking,
+                   _always_asked("tiresias", thresholds=[limit])):
+        np.testing.assert_array_equal(run(policy, jobs).restarts, [0, 1, 1])
+    ref = reference_run(small_cluster(**ONE_NODE), jobs, get_policy("tiresias", thresholds=[limit]),
+                        LinearOracle(), 0.0)
+    np.testing.assert_array_equal(ref["restarts"], [0, 1, 1])
+
+
+@pytest.mark.parametrize("arrival, demand, work", [
+    ([2.6, 12.4, 22.2], [1, 2, 2], [1e4, 1e4, 50.0]),            # a lone arrival placed
+    ([3.5, 5.6, 21.8, 40.1], [1, 1, 2, 2], [1e4, 1.9, 1e4, 50.0]),  # an idle completion
+])
+def test_las_ties_do_not_depend_on_how_often_the_engine_looked(arrival, demand, work):
+    # Two jobs reach equal attained service when a newcomer forces one out: reading the
+    # kernel's state never writes, so skipped decisions cannot round the tie differently.
+    jobs = specs(arrival, demand, work, delay=0.0)
+    fast = run(get_policy("las"), jobs)
+    _same_jobs(fast, run(_always_asked("las"), jobs))
+    ref = reference_run(small_cluster(**ONE_NODE), jobs, get_policy("las"), LinearOracle(), 0.0)
+    np.testing.assert_array_equal(fast.restarts, ref["restarts"])
+
+
 def test_engine_places_lone_arrivals_and_skips_idle_completions():
     # three jobs that never wait: three lone arrivals and three idle completions
     jobs = specs([0, 5, 10], [1, 1, 2], [100, 100, 100], delay=0.0)

@@ -85,6 +85,21 @@ def _parse_thresholds(thresholds) -> np.ndarray:
     return thr
 
 
+def _as_one_wakeup(cross: np.ndarray, tol: np.ndarray) -> np.ndarray:
+    """Crossing times as a wakeup at the earliest would have seen them: a wakeup at ``t``
+    demotes every job whose service is within the relative slack of its limit, i.e. that
+    crosses by ``t + tol``, all with entry time ``t``.  So jobs crossing at the same
+    instant (up to rounding) tie on entry time and fall back to FIFO by arrival, whatever
+    the rounding of each crossing."""
+    out = cross.copy()
+    lead = -np.inf
+    for i in np.argsort(cross, kind="stable"):   # the few jobs demoted at one decision
+        if cross[i] > lead + tol[i]:
+            lead = cross[i]
+        out[i] = lead
+    return out
+
+
 @register
 class Tiresias(Policy):
     name = "tiresias"
@@ -185,10 +200,10 @@ class Tiresias(Policy):
         at decisions), so service grew at ``ngpu`` GPU-s per second until now."""
         limit = self.thresholds[level - 1]
         over = np.maximum(service - limit, 0.0)
-        g = state.ngpu[sel]
-        at_now = (over <= _REL_TOL * limit) | (g <= 0)
-        cross = np.where(at_now, state.now, state.now - over / np.maximum(g, 1))
-        return cross, at_now
+        g = np.maximum(state.ngpu[sel], 1)
+        at_now = (over <= _REL_TOL * limit) | (state.ngpu[sel] <= 0)
+        cross = np.where(at_now, state.now, state.now - over / g)
+        return _as_one_wakeup(cross, _REL_TOL * limit / g), at_now
 
     # -- the policy steps -------------------------------------------------------
     def order(self, state: SchedState) -> np.ndarray:
