@@ -342,6 +342,22 @@ def test_las_ties_do_not_depend_on_how_often_the_engine_looked(arrival, demand, 
     np.testing.assert_array_equal(fast.restarts, ref["restarts"])
 
 
+def test_subclass_that_decides_differently_loses_the_shortcuts():
+    from sim.policies.queue import SRTF
+
+    class Elastic(SRTF):                     # changes what the engine would assume
+        def allocate(self, state, order):
+            return np.minimum(state.demand, 2).astype(np.int32)
+
+    class Reordered(SRTF):                   # only the order: the shortcuts still hold
+        def order(self, state):
+            return super().order(state)[::-1].copy()
+
+    assert not Elastic.skip_idle_completions and not Elastic.place_lone_arrivals
+    assert Reordered.skip_idle_completions and Reordered.place_lone_arrivals
+    assert Tiresias.skip_idle_completions and get_policy("tiresias").place_lone_arrivals
+
+
 def test_engine_places_lone_arrivals_and_skips_idle_completions():
     # three jobs that never wait: three lone arrivals and three idle completions
     jobs = specs([0, 5, 10], [1, 1, 2], [100, 100, 100], delay=0.0)

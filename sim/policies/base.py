@@ -48,16 +48,33 @@ class Policy:
     #: requests rigid and need no notice of completions (SRTF, LAS, Tiresias).
     skip_idle_completions: ClassVar[bool] = False
     #: the engine may decide an arrival itself when the arriving job is the only queued one
-    #: and fits in the free GPUs: every running job keeps its GPUs and the job is placed as
-    #: the greedy placer would (``place_one`` on the free GPUs, the policy's placement
-    #: mode), without asking the policy.  Sound for rigid policies that use the greedy
-    #: placer, set no wakeup for a lone running newcomer and catch up on a job they have
-    #: not seen at their next decision (FIFO, SJF, SRTF, LAS, Tiresias).
+    #: and fits in the free GPUs by count, without asking the policy: it places the job
+    #: with ``place_one`` on the free GPUs in the policy's placement mode.  Sound when
+    #: (a) requests are rigid, so with everything fitting by count every job is selected
+    #: and every running job keeps its GPUs; (b) the policy uses the greedy placer, which
+    #: then gives the newcomer exactly that placement; (c) asked, the policy would return
+    #: no wakeup and no rate scale (Tiresias: nobody waits); (d) its state catches up on a
+    #: job it has not seen at its next decision (FIFO, SJF, SRTF, LAS, Tiresias).
     place_lone_arrivals: ClassVar[bool] = False
+    #: Both shortcuts rest on one more fact: reading the kernel's state never changes it,
+    #: so skipping a decision cannot even change how a sum is rounded.  A subclass that
+    #: overrides ``allocate``, ``place``, ``schedule`` or ``next_wakeup`` loses the
+    #: shortcuts (and ``skip_if_nothing_fits``) unless it sets them itself
+    #: (``__init_subclass__``): its decisions may no longer be the ones they assume.
+    _SHORTCUTS: ClassVar[tuple[str, ...]] = ("skip_if_nothing_fits", "skip_idle_completions",
+                                             "place_lone_arrivals")
+    _DECIDING: ClassVar[tuple[str, ...]] = ("allocate", "place", "schedule", "next_wakeup")
     #: "all": the policy sees every active job; "queued": only queued jobs (for
     #: non-preemptive policies; running jobs keep their GPUs, the engine then does
     #: O(queued) work per decision instead of O(active))
     view: ClassVar[str] = "all"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if any(m in cls.__dict__ for m in cls._DECIDING):
+            for flag in cls._SHORTCUTS:
+                if flag not in cls.__dict__:
+                    setattr(cls, flag, False)
 
     def __init__(self, placement: str = "consolidated"):
         if placement not in PLACEMENT_MODES:

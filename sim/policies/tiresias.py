@@ -105,7 +105,7 @@ class Tiresias(Policy):
     name = "tiresias"
     description = ("Tiresias discretized 2D-LAS: K queues over attained GPU-seconds "
                    "(default one limit at 3600 GPU-s), FIFO inside a queue, PromoteKnob; "
-                   "preemptive, wakes at exact demotions")
+                   "preemptive, wakes at exact demotions while a job waits")
     triggers: ClassVar[int] = ARRIVAL | COMPLETION
     preemptive = True
     blocking = False
