@@ -274,6 +274,26 @@ class ModelLookup:
         """float64 [n_models]: ``restart_delay_s`` of every model, for the engine."""
         return np.array([self.restart_delay_s(i) for i in range(len(self.models))])
 
+    def _check_models(self, m: np.ndarray) -> None:
+        if m.size and (m.min() < 0 or m.max() >= len(self.models)):
+            bad = m[(m < 0) | (m >= len(self.models))][0]
+            raise ConfigError(f"model index {bad} out of range 0..{len(self.models) - 1}")
+
+    def _rate_args(self, model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types):
+        """The arguments of ``rates`` broadcast, flattened (contiguous) and checked:
+        (shape, models, GPUs, nodes, type masks, speeds, number of cluster types)."""
+        m, k, nn, mask, sp = np.broadcast_arrays(
+            np.asarray(model_idx, dtype=np.int64), np.asarray(ngpu, dtype=np.int64),
+            np.asarray(n_nodes, dtype=np.int64), np.asarray(type_mask, dtype=np.int64),
+            np.asarray(min_speed, dtype=np.float64))
+        shape = m.shape
+        m, k, nn, mask, sp = (np.ascontiguousarray(a.ravel()) for a in (m, k, nn, mask, sp))
+        self._check_models(m)
+        nct = len(cluster_types)
+        if nct < 63 and mask.size and (mask >> nct).any():
+            raise ConfigError(f"type_mask has bits beyond the {nct} cluster GPU types")
+        return shape, m, k, nn, mask, sp, nct
+
 
 class TableThroughput(ModelLookup):
     """Table-driven oracle over Gavel-style measurements; implements :class:`ThroughputOracle`.
@@ -435,11 +455,6 @@ class TableThroughput(ModelLookup):
             base = base + np.where(over, base * self.scaling_efficiency * (k - kx) / kx, 0.0)
         return base
 
-    def _check_models(self, m: np.ndarray) -> None:
-        if m.size and (m.min() < 0 or m.max() >= len(self.models)):
-            bad = m[(m < 0) | (m >= len(self.models))][0]
-            raise ConfigError(f"model index {bad} out of range 0..{len(self.models) - 1}")
-
     def rates(self, model_idx, ngpu, n_nodes, type_mask, min_speed,
               cluster_types: tuple[str, ...]) -> np.ndarray:
         """Iterations/s of each job's whole placement (Numba kernel; see rates_numpy)."""
@@ -449,16 +464,8 @@ class TableThroughput(ModelLookup):
             m, k, nn, mask = (a.astype(np.int64, copy=False) for a in args[:4])
             return self._rates_1d(m, k, nn, mask, min_speed.astype(np.float64, copy=False),
                                   cluster_types)
-        m, k, nn, mask, sp = np.broadcast_arrays(
-            np.asarray(model_idx, dtype=np.int64), np.asarray(ngpu, dtype=np.int64),
-            np.asarray(n_nodes, dtype=np.int64), np.asarray(type_mask, dtype=np.int64),
-            np.asarray(min_speed, dtype=np.float64))
-        shape = m.shape
-        m, k, nn, mask, sp = (np.ascontiguousarray(a.ravel()) for a in (m, k, nn, mask, sp))
-        self._check_models(m)
-        nct = len(cluster_types)
-        if nct < 63 and mask.size and (mask >> nct).any():
-            raise ConfigError(f"type_mask has bits beyond the {nct} cluster GPU types")
+        shape, m, k, nn, mask, sp, nct = self._rate_args(model_idx, ngpu, n_nodes, type_mask,
+                                                         min_speed, cluster_types)
         E, KX = self._columns(tuple(cluster_types))
         out = _placement_rates(E, KX, m, k, nn, mask, sp, float(self.scaling_efficiency), nct)
         return out.reshape(shape)
@@ -475,16 +482,8 @@ class TableThroughput(ModelLookup):
     def rates_numpy(self, model_idx, ngpu, n_nodes, type_mask, min_speed,
                     cluster_types: tuple[str, ...]) -> np.ndarray:
         """Plain numpy formulation of :meth:`rates` (its reference in the tests)."""
-        m, k, nn, mask, sp = np.broadcast_arrays(
-            np.asarray(model_idx, dtype=np.intp), np.asarray(ngpu, dtype=np.int64),
-            np.asarray(n_nodes, dtype=np.int64), np.asarray(type_mask, dtype=np.int64),
-            np.asarray(min_speed, dtype=np.float64))
-        shape = m.shape
-        m, k, nn, mask, sp = (a.ravel() for a in (m, k, nn, mask, sp))
-        self._check_models(m)
-        nct = len(cluster_types)
-        if nct < 63 and mask.size and (mask >> nct).any():
-            raise ConfigError(f"type_mask has bits beyond the {nct} cluster GPU types")
+        shape, m, k, nn, mask, sp, nct = self._rate_args(model_idx, ngpu, n_nodes, type_mask,
+                                                         min_speed, cluster_types)
         E, KX = self._columns(tuple(cluster_types))
         c = (nn > 1).astype(np.intp)
         kk = np.maximum(k, 1)

@@ -377,6 +377,20 @@ def _shape_varies(obs: Observations) -> bool:
     return False
 
 
+def _pin_fixed_compute(obs: Observations, cov: dict, acc: np.ndarray, acc_ok: np.ndarray,
+                       x0: np.ndarray, free: list, pinned: dict, name: str, why: str = "") -> None:
+    """One batch size: split the compute time (x0[0] fixed, x0[1] per sample) half and half
+    and pin the fixed part, saying so under ``name``."""
+    one = obs.n_gpus == 1
+    y = acc[acc_ok] if acc_ok.any() else obs.step[one] if one.any() else obs.step
+    x0[0] = float(np.mean(y)) / 2
+    x0[1] = float(np.mean(y)) / 2 / float(cov["batches"][0])
+    free[0] = False
+    pinned[name] = (f"only one batch size (b={int(cov['batches'][0])}) measured: the fixed and "
+                    f"per-sample compute times cannot be separated; {name} pinned to half the "
+                    f"compute time{why}")
+
+
 def _accum_target(obs: Observations) -> tuple[np.ndarray, np.ndarray]:
     """Rows and values of the measured accumulation-step (compute-only) time ``step - sync``."""
     acc = obs.step - obs.sync
@@ -545,13 +559,7 @@ def fit_pollux(obs: Observations, *, emit_warnings: bool = True) -> FitResult:
     x0[5] = 0.05 * x0[4] if cov["single_gt2"] else _LO
     free = [True] * 8
     if cov["batches"].size == 1:
-        y = acc[acc_ok] if acc_ok.any() else obs.step[obs.n_gpus == 1] if np.any(obs.n_gpus == 1) else obs.step
-        x0[0] = float(np.mean(y)) / 2
-        x0[1] = float(np.mean(y)) / 2 / float(cov["batches"][0])
-        free[0] = False
-        pinned["alpha_c"] = (f"only one batch size (b={int(cov['batches'][0])}) measured: the fixed and "
-                             f"per-sample compute times cannot be separated; alpha_c pinned to half the "
-                             f"compute time (Pollux's rule)")
+        _pin_fixed_compute(obs, cov, acc, acc_ok, x0, free, pinned, "alpha_c", " (Pollux's rule)")
     if not cov["shape_varies"]:
         free[7] = False
         pinned["beta_l"] = ("no placements with the same GPU and server counts but a different spread: "
@@ -660,12 +668,7 @@ def fit_hops(obs: Observations, *, nonoverlap: float = 0.2, pattern: int | None 
         pinned["a_d"] = pinned["b_d"] = ("no data_time_s measured: data loading T_d is folded into the "
                                          "compute terms and pattern 2 is used")
     if cov["batches"].size == 1:
-        y = acc[acc_ok] if acc_ok.any() else obs.step[obs.n_gpus == 1] if np.any(obs.n_gpus == 1) else obs.step
-        x0[0] = float(np.mean(y)) / 2
-        x0[1] = float(np.mean(y)) / 2 / float(cov["batches"][0])
-        free[0] = False
-        pinned["a_c"] = (f"only one batch size (b={int(cov['batches'][0])}) measured: the fixed and "
-                         f"per-sample compute times cannot be separated; a_c pinned to half the compute time")
+        _pin_fixed_compute(obs, cov, acc, acc_ok, x0, free, pinned, "a_c")
         if has["data"]:
             free[4] = False
             x0[4] = float(np.nanmean(obs.data)) / 2

@@ -346,22 +346,9 @@ class CalibratedThroughput(ModelLookup):
             out[sel] = a["r"][mm] / t
         return out
 
-    def _check_models(self, m: np.ndarray) -> None:
-        if m.size and (m.min() < 0 or m.max() >= len(self.models)):
-            bad = m[(m < 0) | (m >= len(self.models))][0]
-            raise ConfigError(f"model index {bad} out of range 0..{len(self.models) - 1}")
-
     def rates(self, model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types: tuple[str, ...]) -> np.ndarray:
-        m, k, nn, mask, sp = np.broadcast_arrays(
-            np.asarray(model_idx, dtype=np.intp), np.asarray(ngpu, dtype=np.int64),
-            np.asarray(n_nodes, dtype=np.int64), np.asarray(type_mask, dtype=np.int64),
-            np.asarray(min_speed, dtype=np.float64))
-        shape = m.shape
-        m, k, nn, mask, sp = (a.ravel() for a in (m, k, nn, mask, sp))
-        self._check_models(m)
-        nct = len(cluster_types)
-        if nct < 63 and mask.size and (mask >> nct).any():
-            raise ConfigError(f"type_mask has bits beyond the {nct} cluster GPU types")
+        shape, m, k, nn, mask, sp, nct = self._rate_args(model_idx, ngpu, n_nodes, type_mask,
+                                                         min_speed, cluster_types)
         cols = self._columns(tuple(cluster_types))
         kk = np.maximum(k, 1).astype(float)
         nnf = np.maximum(nn, 1).astype(float)
