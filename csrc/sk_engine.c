@@ -1,5 +1,6 @@
 /* clustersim event kernel.  See sk_engine.h for the model and the API. */
 #include "sk_engine.h"
+#include "engine_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -7,69 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    double t;
-    int32_t kind;
-    int64_t seq;
-    int64_t job;
-    int64_t version;
-} sk_event;
-
-struct sk_engine {
-    /* cluster */
-    int32_t n_nodes;
-    int32_t *node_cap;
-    int32_t *node_used;
-    int64_t total_gpus;
-    int64_t used_gpus;
-    int64_t *scratch;          /* n_nodes, capacity checks in apply */
-    /* jobs (static) */
-    int64_t n_jobs;
-    double *arrival;
-    double *work;
-    double *restart_delay;
-    int32_t *demand;
-    int64_t *arrival_order;    /* job ids sorted by (arrival, id) */
-    int64_t next_arrival;      /* index into arrival_order */
-    /* jobs (dynamic) */
-    int32_t *state;
-    int32_t *ngpu;
-    double *remaining;
-    double *rate;
-    double *resume_at;         /* progress starts here (restart delay) */
-    double *last_update;
-    double *queued_since;
-    double *first_start;
-    double *finish;
-    double *gpu_seconds;
-    double *run_seconds;
-    int64_t *restarts;
-    int64_t *version;
-    int64_t *stamp;            /* duplicate detection in apply */
-    int8_t *moved;             /* apply: placement released, about to change */
-    int64_t *active;           /* ids of arrived, unfinished jobs, increasing */
-    int64_t n_active;
-    int64_t apply_count;
-    int32_t **pl;              /* per job: node, count pairs */
-    int32_t *pl_len;           /* entries (pairs) */
-    int32_t *pl_capacity;
-    /* time and events */
-    double now;
-    double start_time;
-    double round_period;
-    int64_t round_index;
-    int32_t decide_on;
-    sk_event *heap;
-    int64_t heap_len;
-    int64_t heap_cap;
-    int64_t seq;
-    /* counters */
-    int64_t n_queued, n_running, n_done;
-    double busy_gpu_seconds;
-    char message[256];
-};
-
-static int fail(sk_engine *e, int code, const char *fmt, ...) {
+int ske_fail(sk_engine *e, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
@@ -91,7 +30,7 @@ static int heap_push(sk_engine *e, double t, int32_t kind, int64_t job, int64_t 
     if (e->heap_len == e->heap_cap) {
         int64_t cap = e->heap_cap ? 2 * e->heap_cap : 64;
         sk_event *h = realloc(e->heap, (size_t)cap * sizeof *h);
-        if (!h) return fail(e, SK_ENOMEM, "event heap: out of memory");
+        if (!h) return ske_fail(e, SK_ENOMEM, "event heap: out of memory");
         e->heap = h;
         e->heap_cap = cap;
     }
@@ -149,6 +88,7 @@ static int sort_by_arrival(int64_t *ids, int64_t n, const double *key) {
 
 void sk_engine_free(sk_engine *e) {
     if (!e) return;
+    skn_free(e->pol);
     if (e->pl) {
         for (int64_t j = 0; j < e->n_jobs; j++) free(e->pl[j]);
     }
@@ -179,12 +119,12 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
     sk_engine *e = calloc(1, sizeof *e);
     if (!e) return SK_ENOMEM;
     *out = e;  /* caller frees even on error, so that the message is readable */
-    if (n_nodes <= 0 || !node_gpus) return fail(e, SK_EINVAL, "cluster has no nodes");
+    if (n_nodes <= 0 || !node_gpus) return ske_fail(e, SK_EINVAL, "cluster has no nodes");
     if (n_jobs < 0 || (n_jobs > 0 && (!arrival || !work || !restart_delay)))
-        return fail(e, SK_EINVAL, "job arrays missing");
+        return ske_fail(e, SK_EINVAL, "job arrays missing");
     if (!(round_period >= 0.0) || !isfinite(round_period))
-        return fail(e, SK_EINVAL, "round period must be finite and >= 0, got %g", round_period);
-    if (!isfinite(start_time)) return fail(e, SK_EINVAL, "start time must be finite");
+        return ske_fail(e, SK_EINVAL, "round period must be finite and >= 0, got %g", round_period);
+    if (!isfinite(start_time)) return ske_fail(e, SK_EINVAL, "start time must be finite");
     e->n_nodes = n_nodes;
     e->n_jobs = n_jobs;
     e->round_period = round_period;
@@ -225,20 +165,20 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
         !e->queued_since || !e->first_start || !e->finish || !e->gpu_seconds ||
         !e->run_seconds || !e->restarts || !e->version || !e->stamp || !e->moved || !e->active || !e->pl ||
         !e->pl_len || !e->pl_capacity)
-        return fail(e, SK_ENOMEM, "out of memory for %lld jobs", (long long)n_jobs);
+        return ske_fail(e, SK_ENOMEM, "out of memory for %lld jobs", (long long)n_jobs);
     for (int32_t n = 0; n < n_nodes; n++) {
-        if (node_gpus[n] < 0) return fail(e, SK_EINVAL, "node %d has %d GPUs", n, node_gpus[n]);
+        if (node_gpus[n] < 0) return ske_fail(e, SK_EINVAL, "node %d has %d GPUs", n, node_gpus[n]);
         e->node_cap[n] = node_gpus[n];
         e->total_gpus += node_gpus[n];
     }
     for (int64_t j = 0; j < n_jobs; j++) {
         if (!isfinite(arrival[j]) || arrival[j] < start_time)
-            return fail(e, SK_EINVAL, "job %lld: arrival %g is not finite or before the start %g",
+            return ske_fail(e, SK_EINVAL, "job %lld: arrival %g is not finite or before the start %g",
                         (long long)j, arrival[j], start_time);
         if (!(work[j] > 0.0) || !isfinite(work[j]))
-            return fail(e, SK_EINVAL, "job %lld: work %g must be finite and > 0", (long long)j, work[j]);
+            return ske_fail(e, SK_EINVAL, "job %lld: work %g must be finite and > 0", (long long)j, work[j]);
         if (!(restart_delay[j] >= 0.0) || !isfinite(restart_delay[j]))
-            return fail(e, SK_EINVAL, "job %lld: restart delay %g must be finite and >= 0",
+            return ske_fail(e, SK_EINVAL, "job %lld: restart delay %g must be finite and >= 0",
                         (long long)j, restart_delay[j]);
         e->arrival[j] = arrival[j];
         e->work[j] = work[j];
@@ -252,7 +192,7 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
         e->stamp[j] = -1;
     }
     if (n_jobs > 1 && sort_by_arrival(e->arrival_order, n_jobs, e->arrival) < 0)
-        return fail(e, SK_ENOMEM, "out of memory sorting arrivals");
+        return ske_fail(e, SK_ENOMEM, "out of memory sorting arrivals");
     if (round_period > 0.0 && n_jobs > 0) {
         double t = first_round_at_or_after(e, e->arrival[e->arrival_order[0]], &e->round_index);
         int rc = heap_push(e, t, SK_EV_ROUND, -1, 0);
@@ -267,7 +207,7 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
  * from its state at its last update.  Reading never writes: the sums then depend only on
  * when j's own allocation changed, not on how often anyone looked (so engine shortcuts
  * that skip decisions cannot change a result by rounding). */
-static void live(const sk_engine *e, int64_t j, double t, double *gpu_s, double *run_s,
+void ske_live(const sk_engine *e, int64_t j, double t, double *gpu_s, double *run_s,
                  double *remaining) {
     *gpu_s = e->gpu_seconds[j];
     *run_s = e->run_seconds[j];
@@ -283,7 +223,7 @@ static void live(const sk_engine *e, int64_t j, double t, double *gpu_s, double 
 
 /* Bring job j's totals up to time t (before its allocation changes or it completes). */
 static void accrue(sk_engine *e, int64_t j, double t) {
-    live(e, j, t, &e->gpu_seconds[j], &e->run_seconds[j], &e->remaining[j]);
+    ske_live(e, j, t, &e->gpu_seconds[j], &e->run_seconds[j], &e->remaining[j]);
     e->last_update[j] = t;
 }
 
@@ -291,6 +231,7 @@ static void release(sk_engine *e, int64_t j) {
     const int32_t *p = e->pl[j];
     for (int32_t k = 0; k < e->pl_len[j]; k++) {
         e->node_used[p[2 * k]] -= p[2 * k + 1];
+        if (e->pol) skn_on_node_change(e, p[2 * k], e->node_used[p[2 * k]] + p[2 * k + 1]);
         e->used_gpus -= p[2 * k + 1];
     }
     e->pl_len[j] = 0;
@@ -330,7 +271,7 @@ static void active_remove(sk_engine *e, int64_t j) {
 
 static int complete(sk_engine *e, int64_t j, sk_batch *b) {
     if (e->state[j] != SK_JOB_RUNNING)
-        return fail(e, SK_ESTATE, "job %lld completes but is not running (state %d)",
+        return ske_fail(e, SK_ESTATE, "job %lld completes but is not running (state %d)",
                     (long long)j, e->state[j]);
     accrue(e, j, e->now);
     e->remaining[j] = 0.0;
@@ -353,6 +294,7 @@ static void arrive(sk_engine *e, int64_t j, sk_batch *b) {
     e->n_queued++;
     active_insert(e, j);
     b->arrived[b->n_arrived++] = j;
+    if (e->pol) skn_on_arrival(e, j);
 }
 
 static int schedule_next_round(sk_engine *e) {
@@ -388,7 +330,7 @@ int sk_engine_step(sk_engine *e, sk_batch *b) {
             b->now = e->now;
             if (e->n_done == e->n_jobs) return SK_DONE;
             if (b->reasons) return SK_DECISION;
-            return fail(e, SK_ESTALL,
+            return ske_fail(e, SK_ESTALL,
                         "stalled at t=%.17g: %lld jobs queued, %lld running and nothing left "
                         "that can happen (no arrival, completion, round or timer)",
                         e->now, (long long)e->n_queued, (long long)e->n_running);
@@ -420,7 +362,7 @@ int sk_engine_step(sk_engine *e, sk_batch *b) {
             if (e->n_done < e->n_jobs) b->reasons |= SK_WHY_TIMER;
             break;
         default:
-            rc = fail(e, SK_ESTATE, "unknown event kind %d", ev.kind);
+            rc = ske_fail(e, SK_ESTATE, "unknown event kind %d", ev.kind);
         }
         if (rc < 0) return rc;
         if (e->n_done == e->n_jobs) {
@@ -436,7 +378,7 @@ static int store_placement(sk_engine *e, int64_t j, const int32_t *nodes,
                            const int32_t *counts, int64_t len) {
     if (len > e->pl_capacity[j]) {
         int32_t *p = realloc(e->pl[j], (size_t)len * 2 * sizeof(int32_t));
-        if (!p) return fail(e, SK_ENOMEM, "placement of job %lld: out of memory", (long long)j);
+        if (!p) return ske_fail(e, SK_ENOMEM, "placement of job %lld: out of memory", (long long)j);
         e->pl[j] = p;
         e->pl_capacity[j] = (int32_t)len;
     }
@@ -445,6 +387,7 @@ static int store_placement(sk_engine *e, int64_t j, const int32_t *nodes,
         e->pl[j][2 * k] = nodes[k];
         e->pl[j][2 * k + 1] = counts[k];
         e->node_used[nodes[k]] += counts[k];
+        if (e->pol) skn_on_node_change(e, nodes[k], e->node_used[nodes[k]] - counts[k]);
         total += counts[k];
     }
     e->pl_len[j] = (int32_t)len;
@@ -464,31 +407,31 @@ static int same_placement(const sk_engine *e, int64_t j, const int32_t *nodes,
 static int validate_apply(sk_engine *e, int64_t n, const int64_t *ids, const int64_t *indptr,
                           const int32_t *nodes, const int32_t *counts, const double *rates) {
     e->apply_count++;
-    if (indptr[0] != 0) return fail(e, SK_EINVAL, "indptr[0] must be 0");
+    if (indptr[0] != 0) return ske_fail(e, SK_EINVAL, "indptr[0] must be 0");
     for (int64_t i = 0; i < n; i++) {
         int64_t j = ids[i];
-        if (j < 0 || j >= e->n_jobs) return fail(e, SK_EINVAL, "job id %lld out of range", (long long)j);
+        if (j < 0 || j >= e->n_jobs) return ske_fail(e, SK_EINVAL, "job id %lld out of range", (long long)j);
         if (e->stamp[j] == e->apply_count)
-            return fail(e, SK_EINVAL, "job %lld listed twice", (long long)j);
+            return ske_fail(e, SK_EINVAL, "job %lld listed twice", (long long)j);
         e->stamp[j] = e->apply_count;
         if (e->state[j] == SK_JOB_FUTURE)
-            return fail(e, SK_ESTATE, "job %lld allocated at t=%.17g before its arrival %.17g",
+            return ske_fail(e, SK_ESTATE, "job %lld allocated at t=%.17g before its arrival %.17g",
                         (long long)j, e->now, e->arrival[j]);
         if (e->state[j] == SK_JOB_DONE)
-            return fail(e, SK_ESTATE, "job %lld allocated after it finished", (long long)j);
+            return ske_fail(e, SK_ESTATE, "job %lld allocated after it finished", (long long)j);
         if (indptr[i + 1] < indptr[i])
-            return fail(e, SK_EINVAL, "indptr decreases at job %lld", (long long)j);
+            return ske_fail(e, SK_EINVAL, "indptr decreases at job %lld", (long long)j);
         for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) {
             if (nodes[k] < 0 || nodes[k] >= e->n_nodes)
-                return fail(e, SK_EINVAL, "job %lld: node %d out of range", (long long)j, nodes[k]);
+                return ske_fail(e, SK_EINVAL, "job %lld: node %d out of range", (long long)j, nodes[k]);
             if (counts[k] <= 0)
-                return fail(e, SK_EINVAL, "job %lld: GPU count %d on node %d", (long long)j,
+                return ske_fail(e, SK_EINVAL, "job %lld: GPU count %d on node %d", (long long)j,
                             counts[k], nodes[k]);
             if (k > indptr[i] && nodes[k] <= nodes[k - 1])
-                return fail(e, SK_EINVAL, "job %lld: nodes not strictly increasing", (long long)j);
+                return ske_fail(e, SK_EINVAL, "job %lld: nodes not strictly increasing", (long long)j);
         }
         if (indptr[i + 1] > indptr[i] && !(rates[i] > 0.0 && isfinite(rates[i])))
-            return fail(e, SK_EINVAL, "job %lld: rate %g must be finite and > 0",
+            return ske_fail(e, SK_EINVAL, "job %lld: rate %g must be finite and > 0",
                         (long long)j, rates[i]);
     }
     /* capacity: new use = used - old placements + new placements */
@@ -503,7 +446,7 @@ static int validate_apply(sk_engine *e, int64_t n, const int64_t *ids, const int
         for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) {
             int32_t node = nodes[k];
             if ((int64_t)e->node_used[node] + delta[node] > e->node_cap[node]) {
-                rc = fail(e, SK_ECAPACITY,
+                rc = ske_fail(e, SK_ECAPACITY,
                           "node %d would hold %lld GPUs of %d (job %lld at t=%.17g)", node,
                           (long long)(e->node_used[node] + delta[node]), e->node_cap[node],
                           (long long)ids[i], e->now);
@@ -583,7 +526,7 @@ int sk_engine_apply(sk_engine *e, int64_t n, const int64_t *job_ids,
     if (!e || n < 0) return SK_EINVAL;
     if (n == 0) return SK_OK;
     if (!job_ids || !indptr || !rates || (indptr[n] > 0 && (!nodes || !counts)))
-        return fail(e, SK_EINVAL, "apply: missing arrays");
+        return ske_fail(e, SK_EINVAL, "apply: missing arrays");
     int rc = validate_apply(e, n, job_ids, indptr, nodes, counts, rates);
     if (rc < 0) return rc;
     release_changed(e, n, job_ids, indptr, nodes, counts);
@@ -598,7 +541,7 @@ int sk_engine_apply(sk_engine *e, int64_t n, const int64_t *job_ids,
 int sk_engine_set_timer(sk_engine *e, double t) {
     if (!e) return SK_EINVAL;
     if (!(t > e->now) || !isfinite(t))
-        return fail(e, SK_EINVAL, "timer at %.17g is not after now (%.17g)", t, e->now);
+        return ske_fail(e, SK_EINVAL, "timer at %.17g is not after now (%.17g)", t, e->now);
     return heap_push(e, t, SK_EV_TIMER, -1, 0);
 }
 
@@ -611,9 +554,9 @@ static int query(sk_engine *e, int64_t n, const int64_t *ids,
     if (!e) return SK_EINVAL;
     for (int64_t i = 0; i < n; i++) {
         int64_t j = ids[i];
-        if (j < 0 || j >= e->n_jobs) return fail(e, SK_EINVAL, "query: job id %lld", (long long)j);
+        if (j < 0 || j >= e->n_jobs) return ske_fail(e, SK_EINVAL, "query: job id %lld", (long long)j);
         double gpu_s, run_s, rem;
-        live(e, j, e->now, &gpu_s, &run_s, &rem);
+        ske_live(e, j, e->now, &gpu_s, &run_s, &rem);
         if (ngpu) ngpu[i] = e->ngpu[j];
         if (remaining) remaining[i] = rem > 0.0 ? rem : 0.0;
         if (attained_gpu_s) attained_gpu_s[i] = gpu_s;
@@ -642,7 +585,7 @@ int sk_engine_snapshot(sk_engine *e, int32_t queued_only, int64_t job_cap, int64
         int64_t m = 0;
         for (int64_t i = 0; i < e->n_active; i++)
             if (e->state[e->active[i]] == SK_JOB_QUEUED) ids[m++] = e->active[i];
-        if (m != k) return fail(e, SK_ESTATE, "queued count %lld but %lld queued jobs found",
+        if (m != k) return ske_fail(e, SK_ESTATE, "queued count %lld but %lld queued jobs found",
                                 (long long)k, (long long)m);
     } else {
         memcpy(ids, e->active, (size_t)k * sizeof(int64_t));
@@ -669,6 +612,8 @@ static int placements(const sk_engine *e, int64_t n, const int64_t *ids,
     }
     return SK_OK;
 }
+
+double sk_engine_now(const sk_engine *e) { return e ? e->now : NAN; }
 
 int64_t sk_engine_min_queued_demand(const sk_engine *e) {
     if (!e) return SK_EINVAL;
@@ -714,10 +659,10 @@ int sk_engine_results(sk_engine *e, sk_results *out) {
     }
     if (e->n_done != e->n_jobs) return SK_OK;
     if (e->used_gpus != 0)
-        return fail(e, SK_ESTATE, "all jobs done but %lld GPUs still in use", (long long)e->used_gpus);
+        return ske_fail(e, SK_ESTATE, "all jobs done but %lld GPUs still in use", (long long)e->used_gpus);
     double tol = 1e-9 * (e->busy_gpu_seconds > 1.0 ? e->busy_gpu_seconds : 1.0);
     if (fabs(total - e->busy_gpu_seconds) > tol)
-        return fail(e, SK_ESTATE, "GPU-time does not add up: jobs %.17g, cluster %.17g",
+        return ske_fail(e, SK_ESTATE, "GPU-time does not add up: jobs %.17g, cluster %.17g",
                     total, e->busy_gpu_seconds);
     return SK_OK;
 }

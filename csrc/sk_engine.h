@@ -113,6 +113,9 @@ int sk_engine_snapshot(sk_engine *e, int32_t queued_only, int64_t job_cap, int64
                        int32_t *nodes, int32_t *counts, int64_t *n_active,
                        int64_t *n_entries);
 
+/* The current simulated time. */
+double sk_engine_now(const sk_engine *e);
+
 /* Smallest GPU request among queued jobs (INT64_MAX if none is queued). */
 int64_t sk_engine_min_queued_demand(const sk_engine *e);
 

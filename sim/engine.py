@@ -15,6 +15,7 @@ import numpy as np
 from ._native import as_cdata, check, ffi, lib
 from .cluster import Cluster
 from .errors import ConfigError, KernelError, SimError
+from .native import NativeRun, native_params
 from .plan_diff import plan_changes
 from .placement import PLACEMENT_MODES, place_one
 from .state import ARRIVAL, COMPLETION, ROUND, TIMER, JobSpecs, Plan, SchedState
@@ -32,11 +33,15 @@ class EngineConfig:
     restart_delay_s: checkpoint/restart delay paid when a started job's placement
         changes; None takes the oracle's per-model value.
     progress: show a progress bar.
+    native: decide inside the C kernel when the policy has a native form (sim.native;
+        FIFO, SJF, SRTF, LAS, Tiresias); False asks the Python policy at every decision.
+        Both give the same results job by job.
     """
 
     round_s: float | None = None
     restart_delay_s: float | None = None
     progress: bool = False
+    native: bool = True
 
 
 @dataclass(eq=False)
@@ -75,6 +80,8 @@ class SimResult:
     model_names: tuple[str, ...] = ()
     skipped_decisions: int = 0    # decision points with provably nothing to do
     engine_placed: int = 0        # lone arrivals the engine placed itself (place_lone_arrivals)
+    #: where the time went (seconds) and what was counted; see _Run.profile
+    profile: dict = field(default_factory=dict)
 
 
 def job_specs(workload, oracle, restart_delay_s: float | None = None) -> JobSpecs:
@@ -265,6 +272,7 @@ class _Run:
         self.idle_while_waiting: list[int] = []
         self.fgd_values: list[float] = []
         weights = FGDTracker(cluster, jobs.demand).weights
+        self.fgd_weights = weights
         self.fgd_flat = weights.ravel()
         self.fgd_base = np.asarray(cluster.node_type, np.int64) * weights.shape[1]
         self.skippable = bool(getattr(policy, "skip_if_nothing_fits", False))
@@ -274,24 +282,55 @@ class _Run:
         self.engine_placed = 0
         self.skipped = 0
         self.queued_view = _policy_view(policy) == "queued"
+        self.native = native_params(policy) if config.native else None
+        self.times = {"kernel_s": 0.0, "snapshot_s": 0.0, "policy_s": 0.0, "oracle_s": 0.0}
 
     def run(self, job_ids) -> SimResult:
+        if self.native is not None and len(self.jobs):
+            return self.run_native(job_ids)
         n = len(self.jobs)
         bar = _progress(n, self.config.progress, self.policy.name)
         t0 = time.perf_counter()
         done_before = 0
-        status = self.kernel.step() if n else lib.SK_DONE
+        status = self.step() if n else lib.SK_DONE
         while status == lib.SK_DECISION:
             wakeup = self.decide()
             n_done = self.record(wakeup)
             if bar is not None:
                 bar.update(n_done - done_before)
                 done_before = n_done
-            status = self.kernel.step()
+            status = self.step()
         if bar is not None:
             bar.update(n - done_before)
             bar.close()
         return self.result(job_ids, time.perf_counter() - t0)
+
+    def step(self) -> int:
+        t0 = time.perf_counter()
+        status = self.kernel.step()
+        self.times["kernel_s"] += time.perf_counter() - t0
+        return status
+
+    def run_native(self, job_ids) -> SimResult:
+        """The whole run inside the kernel (sim.native): decisions, records and all."""
+        t0 = time.perf_counter()
+        nr = NativeRun(self.kernel, self.cluster, self.jobs, self.oracle, self.native,
+                       self.fgd_weights, self.policy.name)
+        nr.run()
+        wall = time.perf_counter() - t0
+        rec, ctr = nr.records(), nr.counters()
+        self.timeline = Timeline(time=rec["time"].tolist(), used_gpus=rec["used_gpus"].tolist(),
+                                 queued=rec["queued"].tolist(), running=rec["running"].tolist())
+        self.idle_while_waiting = (self.cluster.total_gpus - rec["used_gpus"])[rec["queued"] > 0]
+        self.fgd_values = rec["fgd"]
+        self.used_types = nr.used_types()
+        self.skipped, self.engine_placed = ctr["skipped"], ctr["lone_placed"]
+        self.latencies = rec["seconds"][rec["kind"] == 2]
+        self.times = {"kernel_s": wall - ctr["decide_seconds"] - nr.oracle_s,
+                      "snapshot_s": 0.0, "policy_s": ctr["decide_seconds"], "oracle_s": nr.oracle_s}
+        self.counts = {"placements": ctr["placements"], "preemptions": ctr["preemptions"],
+                       "rate_misses": ctr["rate_misses"]}
+        return self.result(job_ids, wall)
 
     def decide(self) -> float | None:
         """Ask the policy (unless provably nothing can change) and apply its plan."""
@@ -306,12 +345,16 @@ class _Run:
         if self.lone_mode is not None and k.batch.reasons == ARRIVAL and k.counters()[1] == 1 \
                 and self._place_lone_arrival():
             return None
+        t_snap = time.perf_counter()
         state = k.snapshot(self.cluster, self.jobs, self.queued_view)
         t_call = time.perf_counter()
         plan = self.policy.schedule(state)
-        self.latencies.append(time.perf_counter() - t_call)
-        _apply_plan(k, state, plan, self.oracle, self.cluster, self.used_types,
-                    self.scale_applied, self.policy.name)
+        t_done = time.perf_counter()
+        self.latencies.append(t_done - t_call)
+        self.times["snapshot_s"] += t_call - t_snap
+        self.times["policy_s"] += t_done - t_call
+        self.times["oracle_s"] += _apply_plan(k, state, plan, self.oracle, self.cluster,
+                                              self.used_types, self.scale_applied, self.policy.name)
         return plan.wakeup
 
     def _place_lone_arrival(self) -> bool:
@@ -324,8 +367,8 @@ class _Run:
         nodes, counts = place_one(state.node_free.astype(np.int32), c.node_type, len(c.gpu_types),
                                   want, self.lone_mode)
         plan = Plan(np.array([0, nodes.shape[0]], np.int64), nodes, counts)
-        _apply_plan(k, state, plan, self.oracle, c, self.used_types, self.scale_applied,
-                    self.policy.name)
+        self.times["oracle_s"] += _apply_plan(k, state, plan, self.oracle, c, self.used_types,
+                                              self.scale_applied, self.policy.name)
         self.engine_placed += 1
         return True
 
@@ -357,17 +400,33 @@ class _Run:
                          first_start=res["first_start"], finish=res["finish"],
                          gpu_seconds=res["gpu_seconds"], run_seconds=res["run_seconds"],
                          restarts=res["restarts"], gpu_types_used=self.used_types,
-                         timeline=self.timeline, decisions=len(self.latencies),
+                         timeline=self.timeline,
+                         decisions=len(self.latencies),
                          decision_seconds=np.asarray(self.latencies),
                          skipped_decisions=self.skipped, engine_placed=self.engine_placed,
                          wall_seconds=wall,
                          fragmentation={"idle_gpus_while_waiting": np.asarray(self.idle_while_waiting),
                                         "fgd": np.asarray(self.fgd_values)},
-                         model_names=tuple(getattr(self.oracle, "models", ())))
+                         model_names=tuple(getattr(self.oracle, "models", ())),
+                         profile=self.profile(wall))
+
+    def profile(self, wall: float) -> dict:
+        """Where the time went: kernel (event loop and apply), snapshot (building the
+        SchedState), policy (its decisions; native: inside C, placement included), oracle
+        (throughput lookups), glue (the rest of the Python loop); and what was counted."""
+        t = {k: float(v) for k, v in self.times.items()}
+        t["glue_s"] = max(wall - sum(t.values()), 0.0)
+        native = self.native is not None and len(self.jobs) > 0
+        decisions = len(self.latencies)
+        return {"native": native, "wall_s": float(wall), **t, "decisions": int(decisions),
+                "skipped_decisions": int(self.skipped), "engine_placed": int(self.engine_placed),
+                "decision_points": int(len(self.timeline.time)), **getattr(self, "counts", {})}
 
 
 def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster: Cluster,
-                used_types: np.ndarray, scale_applied: np.ndarray, policy_name: str) -> None:
+                used_types: np.ndarray, scale_applied: np.ndarray, policy_name: str) -> float:
+    """Apply a plan's changes; returns the seconds spent in the throughput oracle."""
+    oracle_s = 0.0
     k = len(state.active)
     if plan.indptr.shape != (k + 1,):
         raise SimError(f"policy {policy_name} returned a plan for {plan.indptr.shape[0] - 1} jobs, "
@@ -380,8 +439,10 @@ def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster:
         np.ascontiguousarray(plan.counts, np.int32), force, cluster.node_type, cluster.node_speed)
     if idx.size:
         ids = state.active[idx]
+        t0 = time.perf_counter()
         rates = oracle.rates(state.jobs.model[ids], ngpu, n_nodes, mask, min_speed,
                              cluster.gpu_types)
+        oracle_s = time.perf_counter() - t0
         on = ngpu > 0
         rates = np.where(on, rates, 0.0)           # an empty placement: a preemption
         if (on & ~(rates > 0)).any():
@@ -393,6 +454,7 @@ def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster:
         kernel.apply(ids, sub_indptr, sub_nodes, sub_counts, rates)
     if plan.wakeup is not None and plan.wakeup > state.now:
         kernel.set_timer(plan.wakeup)
+    return oracle_s
 
 
 def _policy_view(policy) -> str:

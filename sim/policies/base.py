@@ -61,8 +61,12 @@ class Policy:
     #: overrides ``allocate``, ``place``, ``schedule`` or ``next_wakeup`` loses the
     #: shortcuts (and ``skip_if_nothing_fits``) unless it sets them itself
     #: (``__init_subclass__``): its decisions may no longer be the ones they assume.
+    #: the same policy as a native kernel (csrc/sk_native.c) that decides inside the event
+    #: loop: "fifo", "sjf", "srtf", "las" or "tiresias"; None: Python decides.  Like the
+    #: shortcuts it is dropped by subclasses that override a deciding step.
+    native: ClassVar[str | None] = None
     _SHORTCUTS: ClassVar[tuple[str, ...]] = ("skip_if_nothing_fits", "skip_idle_completions",
-                                             "place_lone_arrivals")
+                                             "place_lone_arrivals", "native")
     _DECIDING: ClassVar[tuple[str, ...]] = ("allocate", "place", "schedule", "next_wakeup")
     #: "all": the policy sees every active job; "queued": only queued jobs (for
     #: non-preemptive policies; running jobs keep their GPUs, the engine then does
@@ -71,10 +75,12 @@ class Policy:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "order" in cls.__dict__ and "native" not in cls.__dict__:
+            cls.native = None            # a new order is not the native kernel's
         if any(m in cls.__dict__ for m in cls._DECIDING):
             for flag in cls._SHORTCUTS:
                 if flag not in cls.__dict__:
-                    setattr(cls, flag, False)
+                    setattr(cls, flag, None if flag == "native" else False)
 
     def __init__(self, placement: str = "consolidated"):
         if placement not in PLACEMENT_MODES:
@@ -116,6 +122,11 @@ class Policy:
 
     def params(self) -> dict:
         return {"placement": self.placement}
+
+    def native_params(self) -> dict | None:
+        """Parameters of the native kernel (see ``native``), or None when this instance's
+        settings have no native form."""
+        return {} if self.native else None
 
 
 def stable_order(*keys: np.ndarray) -> np.ndarray:

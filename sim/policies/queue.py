@@ -15,6 +15,7 @@ from .base import Policy, stable_order
 @register
 class FIFO(Policy):
     name = "fifo"
+    native = "fifo"
     description = "first in, first out by arrival; non-preemptive; strict (head-of-line blocking)"
     blocking = True
     skip_if_nothing_fits = True
@@ -37,6 +38,7 @@ class FIFO(Policy):
 @register
 class SJF(Policy):
     name = "sjf"
+    native = "sjf"
     description = "shortest job first by oracle duration x GPUs; non-preemptive; backfills"
     skip_if_nothing_fits = True
     place_lone_arrivals = True
@@ -52,6 +54,7 @@ class SJF(Policy):
 @register
 class SRTF(Policy):
     name = "srtf"
+    native = "srtf"
     description = "shortest remaining time first (oracle, x GPUs); preemptive at events"
     preemptive = True
     skip_idle_completions = True
@@ -66,6 +69,7 @@ class SRTF(Policy):
 @register
 class LAS(Policy):
     name = "las"
+    native = "las"
     description = "least attained service (2D: GPU-seconds); preemptive at rounds"
     preemptive = True
     skip_idle_completions = True

@@ -118,6 +118,15 @@ class Tiresias(Policy):
         """The engine may place a lone arrival (see Policy) unless we must set wakeups."""
         return not self.wake_without_contention
 
+    native = "tiresias"
+
+    def native_params(self) -> dict | None:
+        """The native kernel folds demotions in as this class does; it has no PromoteKnob
+        and no wakeups without contention (those settings decide in Python)."""
+        if self.promote_knob > 0 or self.wake_without_contention:
+            return None
+        return {"thresholds": self.thresholds, "rel_tol": _REL_TOL}
+
     PAPER_THRESHOLDS: ClassVar[tuple] = (3600.0,)
     CODE_THRESHOLDS: ClassVar[tuple] = (3250.0, 7200.0, 18000.0)
 

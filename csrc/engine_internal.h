@@ -1,0 +1,87 @@
+/* Internal to the event kernel: the engine's state, shared by sk_engine.c and the
+ * native policies in sk_native.c.  Not a public header (cffi never sees it). */
+#ifndef SK_ENGINE_INTERNAL_H
+#define SK_ENGINE_INTERNAL_H
+#include <stdint.h>
+#include "sk_engine.h"
+
+struct sk_policy;
+
+typedef struct {
+    double t;
+    int32_t kind;
+    int64_t seq;
+    int64_t job;
+    int64_t version;
+} sk_event;
+
+struct sk_engine {
+    /* cluster */
+    int32_t n_nodes;
+    int32_t *node_cap;
+    int32_t *node_used;
+    int64_t total_gpus;
+    int64_t used_gpus;
+    int64_t *scratch;          /* n_nodes, capacity checks in apply */
+    /* jobs (static) */
+    int64_t n_jobs;
+    double *arrival;
+    double *work;
+    double *restart_delay;
+    int32_t *demand;
+    int64_t *arrival_order;    /* job ids sorted by (arrival, id) */
+    int64_t next_arrival;      /* index into arrival_order */
+    /* jobs (dynamic) */
+    int32_t *state;
+    int32_t *ngpu;
+    double *remaining;
+    double *rate;
+    double *resume_at;         /* progress starts here (restart delay) */
+    double *last_update;
+    double *queued_since;
+    double *first_start;
+    double *finish;
+    double *gpu_seconds;
+    double *run_seconds;
+    int64_t *restarts;
+    int64_t *version;
+    int64_t *stamp;            /* duplicate detection in apply */
+    int8_t *moved;             /* apply: placement released, about to change */
+    int64_t *active;           /* ids of arrived, unfinished jobs, increasing */
+    int64_t n_active;
+    int64_t apply_count;
+    int32_t **pl;              /* per job: node, count pairs */
+    int32_t *pl_len;           /* entries (pairs) */
+    int32_t *pl_capacity;
+    /* time and events */
+    double now;
+    double start_time;
+    double round_period;
+    int64_t round_index;
+    int32_t decide_on;
+    sk_event *heap;
+    int64_t heap_len;
+    int64_t heap_cap;
+    int64_t seq;
+    /* counters */
+    int64_t n_queued, n_running, n_done;
+    double busy_gpu_seconds;
+    char message[256];
+    /* native policy (sk_native.c); NULL when Python decides */
+    struct sk_policy *pol;
+};
+
+
+/* Set the engine's message; returns code. */
+int ske_fail(sk_engine *e, int code, const char *fmt, ...);
+
+/* Job j's GPU-seconds, run seconds and remaining work at time t (reads only). */
+void ske_live(const sk_engine *e, int64_t j, double t, double *gpu_s, double *run_s,
+              double *remaining);
+
+/* Hooks into the native policy (sk_native.c), called by the kernel when e->pol is set. */
+void skn_on_arrival(sk_engine *e, int64_t j);
+void skn_on_node_change(sk_engine *e, int32_t node, int32_t used_before);  /* after the change */
+void skn_free(struct sk_policy *p);
+
+#endif

@@ -1,0 +1,872 @@
+/* Native policies inside the event kernel.  See sk_native.h for the model.
+ *
+ * Each step mirrors a Python twin, named in its comment; the tests hold the two
+ * job by job (tests/test_native_policies.py). */
+#define _POSIX_C_SOURCE 199309L   /* clock_gettime */
+#include "sk_native.h"
+#include "engine_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct { double cross; int64_t job; double tol; } crossing;   /* a Tiresias demotion */
+
+typedef struct {            /* rate cache entry */
+    int32_t model, ngpu, n_nodes, used;
+    int64_t mask;
+    double speed, rate;     /* rate NaN: asked of the oracle, not answered yet */
+} rate_entry;
+
+struct sk_policy {
+    sk_policy_spec spec;
+    double *thr, *thr_lo;               /* Tiresias limits and their demotion test values */
+    /* inputs */
+    int32_t *model, *bucket, *node_type;
+    double *est, *node_speed;
+    int32_t n_types, n_buckets;
+    /* keys: (kq, kflag, ka, arrival, id), smallest first */
+    int32_t *kq;
+    int8_t *kflag;
+    double *ka;
+    /* Tiresias memory */
+    int32_t *queue;
+    double *entered;
+    int8_t *fresh;
+    crossing *dem;
+    /* queued jobs: one heap per distinct request */
+    int32_t *bucket_demand;
+    int64_t *heap, *heap_off, *heap_len;
+    /* running jobs, in the last decision's order (preemptive policies) */
+    int64_t *run, n_run, *sort_tmp;
+    /* the pending plan: preempt[], then place[] with CSR entries, in decision order */
+    int64_t *preempt, n_preempt, *place, n_place, *place_ptr, *place_pos;
+    int32_t *place_nodes, *place_counts, *free, *taken;
+    int64_t *node_keys;
+    int pending, pending_full;
+    double pending_seconds;
+    /* apply buffers (id order) */
+    int64_t *ap_ids, *ap_ptr, *ap_ord;
+    int32_t *ap_nodes, *ap_counts;
+    double *ap_rates;
+    /* placement summaries of place[] */
+    int32_t *sum_nn;
+    int64_t *sum_mask, *sum_slot;
+    double *sum_speed;
+    /* rate cache (open addressing) and the keys asked of the oracle */
+    rate_entry *cache;
+    int64_t cache_cap, cache_len;
+    int64_t *miss_slot, *miss_job, n_miss;
+    /* FGD: nodes per (type, free GPUs) and their weights */
+    int64_t *hist;
+    double *fgd_w;
+    int32_t fgd_width;
+    /* per-job results and counters */
+    int64_t *used_types;
+    sk_native_counters ctr;
+    int64_t *arrived, *completed;
+    sk_batch batch;
+    int stepped;
+};
+
+/* ---------------------------------------------------------------- keys */
+
+static int key_less(const sk_engine *e, const struct sk_policy *p, int64_t a, int64_t b) {
+    if (p->kq[a] != p->kq[b]) return p->kq[a] < p->kq[b];
+    if (p->kflag[a] != p->kflag[b]) return p->kflag[a] < p->kflag[b];
+    if (p->ka[a] != p->ka[b]) return p->ka[a] < p->ka[b];
+    if (e->arrival[a] != e->arrival[b]) return e->arrival[a] < e->arrival[b];
+    return a < b;
+}
+
+/* SRTF's key: remaining time on the reference GPU x GPUs (queue.SRTF.order). */
+static double srtf_key(const sk_engine *e, const struct sk_policy *p, int64_t j, double rem) {
+    return rem / e->work[j] * p->est[j] * (double)e->demand[j];
+}
+
+/* Key of job j, which starts waiting now (queued keys do not change while they wait). */
+static void key_waiting(const sk_engine *e, struct sk_policy *p, int64_t j) {
+    p->kq[j] = 0;
+    p->kflag[j] = 0;
+    switch (p->spec.kind) {
+    case SK_POL_FIFO: p->ka[j] = e->arrival[j]; break;
+    case SK_POL_SJF: p->ka[j] = p->est[j] * (double)e->demand[j]; break;
+    case SK_POL_SRTF: p->ka[j] = srtf_key(e, p, j, e->remaining[j] > 0.0 ? e->remaining[j] : 0.0); break;
+    case SK_POL_LAS: p->ka[j] = e->gpu_seconds[j]; break;
+    default:                                   /* Tiresias: queue, pending, queue entry */
+        p->kq[j] = p->queue[j];
+        p->kflag[j] = 1;
+        p->ka[j] = p->entered[j];
+    }
+}
+
+/* Key of running job j at the current time. */
+static void key_running(const sk_engine *e, struct sk_policy *p, int64_t j) {
+    double gpu_s, run_s, rem;
+    switch (p->spec.kind) {
+    case SK_POL_SRTF:
+        ske_live(e, j, e->now, &gpu_s, &run_s, &rem);
+        p->ka[j] = srtf_key(e, p, j, rem > 0.0 ? rem : 0.0);
+        break;
+    case SK_POL_LAS:
+        ske_live(e, j, e->now, &gpu_s, &run_s, &rem);
+        p->ka[j] = gpu_s;
+        break;
+    case SK_POL_TIRESIAS:
+        p->kq[j] = p->queue[j];
+        p->kflag[j] = p->fresh[j];
+        p->ka[j] = p->entered[j];
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------- waiting heaps */
+
+static void heap_add(const sk_engine *e, struct sk_policy *p, int64_t j) {
+    int32_t b = p->bucket[j];
+    int64_t *h = p->heap + p->heap_off[b];
+    int64_t i = p->heap_len[b]++;
+    while (i > 0) {
+        int64_t up = (i - 1) / 2;
+        if (!key_less(e, p, j, h[up])) break;
+        h[i] = h[up];
+        i = up;
+    }
+    h[i] = j;
+}
+
+static int64_t heap_take(const sk_engine *e, struct sk_policy *p, int32_t b) {
+    int64_t *h = p->heap + p->heap_off[b];
+    int64_t top = h[0], last = h[--p->heap_len[b]], n = p->heap_len[b], i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && key_less(e, p, h[c + 1], h[c])) c++;
+        if (!key_less(e, p, h[c], last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (n > 0) h[i] = last;
+    return top;
+}
+
+/* The bucket whose head comes first among those with a request <= budget (all if
+ * any_size), or -1. */
+static int32_t best_bucket(const sk_engine *e, const struct sk_policy *p, int64_t budget, int any_size) {
+    int32_t best = -1;
+    for (int32_t b = 0; b < p->n_buckets; b++) {
+        if (p->heap_len[b] == 0 || (!any_size && p->bucket_demand[b] > budget)) continue;
+        if (best < 0 || key_less(e, p, p->heap[p->heap_off[b]], p->heap[p->heap_off[best]])) best = b;
+    }
+    return best;
+}
+
+void skn_on_arrival(sk_engine *e, int64_t j) {
+    struct sk_policy *p = e->pol;
+    if (p->spec.kind == SK_POL_TIRESIAS) {      /* a new job enters Q0 at its arrival */
+        p->queue[j] = 0;
+        p->entered[j] = e->arrival[j];
+        p->fresh[j] = 0;
+    }
+    key_waiting(e, p, j);
+    heap_add(e, p, j);
+}
+
+/* ---------------------------------------------------------------- running jobs */
+
+/* Stable bottom-up merge sort of job ids by key_less. */
+static void merge_sort(const sk_engine *e, const struct sk_policy *p, int64_t *ids, int64_t n,
+                       int64_t *tmp) {
+    int64_t *src = ids, *dst = tmp;
+    for (int64_t width = 1; width < n; width *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n;
+            int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int64_t a = lo, b = mid, o = lo;
+            while (a < mid && b < hi) dst[o++] = key_less(e, p, src[b], src[a]) ? src[b++] : src[a++];
+            while (a < mid) dst[o++] = src[a++];
+            while (b < hi) dst[o++] = src[b++];
+        }
+        int64_t *t = src; src = dst; dst = t;
+    }
+    if (src != ids) memcpy(ids, src, (size_t)n * sizeof *ids);
+}
+
+/* Sort the running list: insertion sort from the last order (nearly sorted between
+ * decisions), merge sort when that would move too much. */
+static void sort_running(const sk_engine *e, struct sk_policy *p) {
+    int64_t *r = p->run, n = p->n_run, budget = 8 * n + 64;
+    for (int64_t i = 1; i < n; i++) {
+        int64_t j = r[i], k = i;
+        while (k > 0 && key_less(e, p, j, r[k - 1])) {
+            r[k] = r[k - 1];
+            k--;
+            if (--budget < 0) {
+                r[k] = j;
+                merge_sort(e, p, r, n, p->sort_tmp);
+                return;
+            }
+        }
+        r[k] = j;
+    }
+}
+
+/* Keep the jobs that still run (completions and preemptions leave the list here). */
+static void compact_running(const sk_engine *e, struct sk_policy *p) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < p->n_run; i++)
+        if (e->state[p->run[i]] == SK_JOB_RUNNING) p->run[m++] = p->run[i];
+    p->n_run = m;
+}
+
+/* ---------------------------------------------------------------- Tiresias */
+
+
+static int crossing_less(const void *a, const void *b) {
+    const crossing *x = a, *y = b;
+    if (x->cross != y->cross) return x->cross < y->cross ? -1 : 1;
+    return x->job < y->job ? -1 : (x->job > y->job);
+}
+
+/* Demotions of running jobs at this decision (tiresias.Tiresias._update/_crossings,
+ * promote_knob 0): a job whose attained service passed a limit joins the lower queue at
+ * the time it crossed it, or now (then "fresh": behind the settled running jobs). */
+static void tiresias_update(sk_engine *e, struct sk_policy *p) {
+    crossing *dem = p->dem;
+    int64_t nd = 0;
+    double rel = p->spec.rel_tol;
+    for (int64_t i = 0; i < p->n_run; i++) {
+        int64_t j = p->run[i];
+        double service, run_s, rem;
+        p->fresh[j] = 0;
+        ske_live(e, j, e->now, &service, &run_s, &rem);
+        int32_t level = 0;
+        while (level < p->spec.n_thresholds && p->thr_lo[level] <= service) level++;
+        if (level <= p->queue[j]) continue;
+        double limit = p->thr[level - 1];
+        double over = service - limit > 0.0 ? service - limit : 0.0;
+        double g = e->ngpu[j] > 1 ? (double)e->ngpu[j] : 1.0;
+        int at_now = over <= rel * limit || e->ngpu[j] <= 0;
+        dem[nd].cross = at_now ? e->now : e->now - over / g;
+        dem[nd].job = j;
+        dem[nd].tol = rel * limit / g;
+        nd++;
+        p->queue[j] = level;
+        p->fresh[j] = (int8_t)at_now;
+    }
+    if (nd > 1) qsort(dem, (size_t)nd, sizeof *dem, crossing_less);
+    double lead = -INFINITY;                  /* tiresias._as_one_wakeup */
+    for (int64_t k = 0; k < nd; k++) {
+        if (dem[k].cross > lead + dem[k].tol) lead = dem[k].cross;
+        p->entered[dem[k].job] = lead;
+    }
+}
+
+/* The next demotion while a job waits (Tiresias.next_wakeup), or NaN. */
+static double tiresias_wakeup(const sk_engine *e, const struct sk_policy *p) {
+    if (e->n_queued == 0) return NAN;
+    double best = INFINITY;
+    int any = 0;
+    for (int64_t i = 0; i < p->n_run; i++) {
+        int64_t j = p->run[i];
+        if (e->state[j] != SK_JOB_RUNNING || p->queue[j] >= p->spec.n_thresholds) continue;
+        double gpu_s, run_s, rem;
+        ske_live(e, j, e->now, &gpu_s, &run_s, &rem);
+        double left = p->thr[p->queue[j]] - gpu_s;
+        double t = e->now + (left > 0.0 ? left : 0.0) / (double)e->ngpu[j];
+        if (t < best) best = t;
+        any = 1;
+    }
+    if (!any) return NAN;
+    return best > e->now ? best : nextafter(e->now, INFINITY);
+}
+
+/* ---------------------------------------------------------------- placement */
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nodes with free GPUs (of one type if only_type >= 0), most free first, ties by index
+ * (placement._nodes_by_free). */
+static int64_t nodes_by_free(const sk_engine *e, struct sk_policy *p, const int32_t *free,
+                             int32_t only_type) {
+    int64_t n = e->n_nodes, m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (free[i] > 0 && (only_type < 0 || p->node_type[i] == only_type))
+            p->node_keys[m++] = -(int64_t)free[i] * n + i;
+    qsort(p->node_keys, (size_t)m, sizeof(int64_t), cmp_i64);
+    for (int64_t k = 0; k < m; k++) p->node_keys[k] = ((p->node_keys[k] % n) + n) % n;
+    return m;
+}
+
+/* Sort the (node, count) entries by node (they are few: at most the request). */
+static void sort_entries(int32_t *nodes, int32_t *counts, int64_t m) {
+    for (int64_t i = 1; i < m; i++) {
+        int32_t a = nodes[i], c = counts[i];
+        int64_t k = i;
+        while (k > 0 && nodes[k - 1] > a) { nodes[k] = nodes[k - 1]; counts[k] = counts[k - 1]; k--; }
+        nodes[k] = a;
+        counts[k] = c;
+    }
+}
+
+static int64_t place_spread(const sk_engine *e, struct sk_policy *p, int32_t *free, int32_t want,
+                            int32_t *nodes, int32_t *counts) {
+    int64_t m = nodes_by_free(e, p, free, -1), out = 0;
+    int32_t need = want;
+    while (need > 0) {
+        for (int64_t k = 0; k < m && need > 0; k++) {
+            int64_t i = p->node_keys[k];
+            if (free[i] - p->taken[i] > 0) { p->taken[i]++; need--; }
+        }
+    }
+    for (int64_t k = 0; k < m; k++) {
+        int64_t i = p->node_keys[k];
+        if (p->taken[i] > 0) {
+            nodes[out] = (int32_t)i;
+            counts[out++] = p->taken[i];
+            free[i] -= p->taken[i];
+            p->taken[i] = 0;
+        }
+    }
+    sort_entries(nodes, counts, out);
+    return out;
+}
+
+static int64_t place_consolidated(const sk_engine *e, struct sk_policy *p, int32_t *free,
+                                  int32_t want, int32_t *nodes, int32_t *counts) {
+    for (int32_t i = 0; i < e->n_nodes; i++) {
+        if (free[i] >= want) {
+            free[i] -= want;
+            nodes[0] = i;
+            counts[0] = want;
+            return 1;
+        }
+    }
+    int64_t type_free[64] = {0};
+    for (int32_t i = 0; i < e->n_nodes; i++) type_free[p->node_type[i]] += free[i];
+    int32_t best = -1;
+    for (int32_t t = 0; t < p->n_types; t++)
+        if (type_free[t] >= want && (best < 0 || type_free[t] > type_free[best])) best = t;
+    int64_t m = nodes_by_free(e, p, free, best), out = 0;
+    int32_t need = want;
+    for (int64_t k = 0; k < m && need > 0; k++) {
+        int64_t i = p->node_keys[k];
+        int32_t g = free[i] < need ? free[i] : need;
+        if (g > 0) {
+            nodes[out] = (int32_t)i;
+            counts[out++] = g;
+            need -= g;
+        }
+    }
+    for (int64_t k = 0; k < out; k++) free[nodes[k]] -= counts[k];
+    sort_entries(nodes, counts, out);
+    return out;
+}
+
+/* placement.place_one: want GPUs from free (updated); returns the entries (0: no room). */
+static int64_t place_one(const sk_engine *e, struct sk_policy *p, int32_t *free, int64_t *free_total,
+                         int32_t want, int32_t *nodes, int32_t *counts) {
+    if (want <= 0 || *free_total < want) return 0;
+    *free_total -= want;
+    return p->spec.spread ? place_spread(e, p, free, want, nodes, counts)
+                          : place_consolidated(e, p, free, want, nodes, counts);
+}
+
+/* ---------------------------------------------------------------- deciding */
+
+static void plan_reset(struct sk_policy *p) {
+    p->n_preempt = 0;
+    p->n_place = 0;
+    p->place_ptr[0] = 0;
+}
+
+static void plan_add_place(struct sk_policy *p, int64_t j) {
+    p->place_pos[j] = p->n_place;
+    p->place[p->n_place++] = j;
+}
+
+/* The free GPUs per node once the plan's preemptions are done; returns their total. */
+static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
+    int64_t total = 0;
+    for (int32_t n = 0; n < e->n_nodes; n++) p->free[n] = e->node_cap[n] - e->node_used[n];
+    for (int64_t k = 0; k < p->n_preempt; k++) {
+        int64_t j = p->preempt[k];
+        for (int32_t q = 0; q < e->pl_len[j]; q++) p->free[e->pl[j][2 * q]] += e->pl[j][2 * q + 1];
+    }
+    for (int32_t n = 0; n < e->n_nodes; n++) total += p->free[n];
+    return total;
+}
+
+/* Place the plan's selected jobs in decision order (greedy_place's last loop). */
+static int place_selected(sk_engine *e, struct sk_policy *p) {
+    if (p->n_place == 0) return SK_OK;
+    int64_t free_total = free_after_preemptions(e, p), o = 0;
+    for (int64_t k = 0; k < p->n_place; k++) {
+        int64_t j = p->place[k];
+        int64_t m = place_one(e, p, p->free, &free_total, e->demand[j], p->place_nodes + o,
+                              p->place_counts + o);
+        if (m == 0)
+            return ske_fail(e, SK_ESTATE, "native policy: selected job %lld does not fit",
+                            (long long)j);
+        o += m;
+        p->place_ptr[k + 1] = o;
+    }
+    return SK_OK;
+}
+
+/* Selection (greedy_place's first loop) as a merge of the sorted running jobs and the
+ * heads of the waiting heaps: a job is selected when its request fits in what is left. */
+static void select_jobs(sk_engine *e, struct sk_policy *p) {
+    int preemptive = p->spec.preemptive, blocking = p->spec.blocking;
+    int64_t budget = preemptive ? e->total_gpus : e->total_gpus - e->used_gpus, ri = 0;
+    for (;;) {
+        int64_t n_left = preemptive ? p->n_run - ri : 0;
+        if (budget <= 0 && !blocking) break;
+        int32_t b = best_bucket(e, p, budget, blocking);
+        if (n_left == 0 && b < 0) break;
+        int take_run = n_left > 0 && (b < 0 || key_less(e, p, p->run[ri], p->heap[p->heap_off[b]]));
+        int64_t j = take_run ? p->run[ri] : p->heap[p->heap_off[b]];
+        if (e->demand[j] > budget) {
+            if (blocking) break;
+            p->preempt[p->n_preempt++] = j;      /* a running job that no longer fits */
+            ri++;
+            continue;
+        }
+        budget -= e->demand[j];
+        if (take_run) ri++;
+        else plan_add_place(p, heap_take(e, p, b));
+    }
+    for (; preemptive && ri < p->n_run; ri++) p->preempt[p->n_preempt++] = p->run[ri];
+}
+
+/* The full decision: Policy.schedule for the built-in rigid policies. */
+static int decide(sk_engine *e, struct sk_policy *p) {
+    plan_reset(p);
+    if (p->spec.preemptive) {
+        compact_running(e, p);
+        if (p->spec.kind == SK_POL_TIRESIAS) tiresias_update(e, p);
+        for (int64_t i = 0; i < p->n_run; i++) key_running(e, p, p->run[i]);
+        sort_running(e, p);
+    }
+    select_jobs(e, p);
+    return place_selected(e, p);
+}
+
+/* The lone arrival (Policy.place_lone_arrivals): the only waiting job, if it fits. */
+static int lone_arrival(sk_engine *e, struct sk_policy *p) {
+    int32_t b = best_bucket(e, p, e->total_gpus - e->used_gpus, 0);
+    if (b < 0) return 0;
+    plan_reset(p);
+    plan_add_place(p, heap_take(e, p, b));
+    return 1;
+}
+
+/* ---------------------------------------------------------------- rates */
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    return h;
+}
+
+static uint64_t key_hash(int32_t model, int32_t ngpu, int32_t nn, int64_t mask, double speed) {
+    uint64_t bits;
+    memcpy(&bits, &speed, sizeof bits);
+    uint64_t h = mix(mix(mix(mix((uint64_t)model, (uint64_t)ngpu), (uint64_t)nn), (uint64_t)mask), bits);
+    return h * 0xff51afd7ed558ccdULL;
+}
+
+/* Slot of the key, inserted (rate NaN) if absent; -1 when out of memory. */
+static int64_t cache_slot(struct sk_policy *p, int32_t model, int32_t ngpu, int32_t nn,
+                          int64_t mask, double speed) {
+    if (2 * (p->cache_len + 1) > p->cache_cap) {
+        int64_t cap = p->cache_cap ? 2 * p->cache_cap : 1024;
+        rate_entry *old = p->cache, *c = calloc((size_t)cap, sizeof *c);
+        if (!c) return -1;
+        int64_t old_cap = p->cache_cap;
+        p->cache = c;
+        p->cache_cap = cap;
+        p->cache_len = 0;
+        for (int64_t s = 0; s < old_cap; s++) {
+            if (!old[s].used) continue;
+            int64_t t = cache_slot(p, old[s].model, old[s].ngpu, old[s].n_nodes, old[s].mask, old[s].speed);
+            p->cache[t].rate = old[s].rate;
+        }
+        for (int64_t k = 0; k < p->n_miss; k++) {      /* re-home the asked keys */
+            rate_entry *m = &old[p->miss_slot[k]];
+            p->miss_slot[k] = cache_slot(p, m->model, m->ngpu, m->n_nodes, m->mask, m->speed);
+        }
+        free(old);
+    }
+    uint64_t h = key_hash(model, ngpu, nn, mask, speed);
+    for (int64_t s = (int64_t)(h & (uint64_t)(p->cache_cap - 1));; s = (s + 1) & (p->cache_cap - 1)) {
+        rate_entry *c = &p->cache[s];
+        if (!c->used) {
+            *c = (rate_entry){model, ngpu, nn, 1, mask, speed, NAN};
+            p->cache_len++;
+            return s;
+        }
+        if (c->model == model && c->ngpu == ngpu && c->n_nodes == nn && c->mask == mask &&
+            memcmp(&c->speed, &speed, sizeof speed) == 0)
+            return s;
+    }
+}
+
+/* Summaries of the placed jobs and their cache slots; lists the keys to ask for. */
+static int resolve_rates(sk_engine *e, struct sk_policy *p) {
+    p->n_miss = 0;
+    for (int64_t k = 0; k < p->n_place; k++) {
+        int64_t j = p->place[k], mask = 0;
+        int32_t ngpu = 0, nn = 0;
+        double speed = INFINITY;
+        for (int64_t q = p->place_ptr[k]; q < p->place_ptr[k + 1]; q++) {
+            int32_t node = p->place_nodes[q];
+            ngpu += p->place_counts[q];
+            nn++;
+            mask |= (int64_t)1 << p->node_type[node];
+            if (p->node_speed[node] < speed) speed = p->node_speed[node];
+        }
+        int64_t s = cache_slot(p, p->model[j], ngpu, nn, mask, speed);
+        if (s < 0) return ske_fail(e, SK_ENOMEM, "rate cache: out of memory");
+        p->sum_nn[k] = nn;
+        p->sum_mask[k] = mask;
+        p->sum_speed[k] = speed;
+        if (isnan(p->cache[s].rate)) {
+            int seen = 0;
+            for (int64_t m = 0; m < p->n_miss && !seen; m++) seen = p->miss_slot[m] == s;
+            if (!seen) {
+                p->miss_slot[p->n_miss] = s;
+                p->miss_job[p->n_miss++] = j;
+            }
+        }
+    }
+    if (p->n_miss == 0) {    /* slots are stable now: no insertion happens before commit */
+        for (int64_t k = 0; k < p->n_place; k++)
+            p->sum_slot[k] = cache_slot(p, p->model[p->place[k]], e->demand[p->place[k]],
+                                        p->sum_nn[k], p->sum_mask[k], p->sum_speed[k]);
+    }
+    return p->n_miss ? SK_NEED_RATES : SK_OK;
+}
+
+/* ---------------------------------------------------------------- commit */
+
+static int ap_less(const void *a, const void *b) { return cmp_i64(a, b); }
+
+/* Apply the plan in job-id order (as the Python engine lists changed jobs). */
+static int apply_plan(sk_engine *e, struct sk_policy *p) {
+    int64_t n = p->n_preempt + p->n_place;
+    for (int64_t k = 0; k < p->n_preempt; k++) p->ap_ord[k] = p->preempt[k] * 2;  /* even: preempt */
+    for (int64_t k = 0; k < p->n_place; k++) p->ap_ord[p->n_preempt + k] = p->place[k] * 2 + 1;
+    qsort(p->ap_ord, (size_t)n, sizeof(int64_t), ap_less);
+    int64_t o = 0;
+    p->ap_ptr[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = p->ap_ord[i] / 2;
+        p->ap_ids[i] = j;
+        p->ap_rates[i] = 0.0;
+        if (p->ap_ord[i] % 2) {
+            int64_t k = p->place_pos[j];
+            for (int64_t q = p->place_ptr[k]; q < p->place_ptr[k + 1]; q++) {
+                p->ap_nodes[o] = p->place_nodes[q];
+                p->ap_counts[o++] = p->place_counts[q];
+            }
+            p->ap_rates[i] = p->cache[p->sum_slot[k]].rate;
+            p->used_types[j] |= p->sum_mask[k];
+        }
+        p->ap_ptr[i + 1] = o;
+    }
+    return sk_engine_apply(e, n, p->ap_ids, p->ap_ptr, p->ap_nodes, p->ap_counts, p->ap_rates);
+}
+
+/* Finish the pending plan: rates, apply, bookkeeping.  *wake: a timer was set. */
+static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
+    int rc = resolve_rates(e, p);
+    if (rc != SK_OK) return rc;
+    rc = apply_plan(e, p);
+    if (rc < 0) return rc;
+    for (int64_t k = 0; k < p->n_preempt; k++) {       /* they wait again, keyed as of now */
+        key_waiting(e, p, p->preempt[k]);
+        heap_add(e, p, p->preempt[k]);
+    }
+    if (p->spec.preemptive)
+        for (int64_t k = 0; k < p->n_place; k++) p->run[p->n_run++] = p->place[k];
+    p->ctr.placements += p->n_place;
+    p->ctr.preemptions += p->n_preempt;
+    p->pending = 0;
+    *wake = 0;
+    if (p->pending_full && p->spec.kind == SK_POL_TIRESIAS) {
+        double t = tiresias_wakeup(e, p);
+        if (!isnan(t) && t > e->now) {
+            rc = sk_engine_set_timer(e, t);
+            if (rc < 0) return rc;
+            *wake = 1;
+        }
+    }
+    return SK_OK;
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+static int64_t min_waiting_demand(const struct sk_policy *p) {
+    for (int32_t b = 0; b < p->n_buckets; b++)
+        if (p->heap_len[b] > 0) return p->bucket_demand[b];
+    return INT64_MAX;
+}
+
+/* Engine._Run.decide's choice: 0 skip, 1 lone arrival, 2 full decision. */
+static int triage(sk_engine *e, struct sk_policy *p) {
+    int32_t why = p->batch.reasons;
+    if (p->spec.skip_if_nothing_fits && !(why & (SK_WHY_ROUND | SK_WHY_TIMER)) &&
+        min_waiting_demand(p) > e->total_gpus - e->used_gpus)
+        return 0;
+    if (p->spec.skip_idle_completions && why == SK_WHY_COMPLETION && e->n_queued == 0) return 0;
+    if (p->spec.place_lone_arrivals && why == SK_WHY_ARRIVAL && e->n_queued == 1 && lone_arrival(e, p))
+        return 1;
+    return 2;
+}
+
+static double fgd_value(const sk_engine *e, const struct sk_policy *p) {
+    double f = 0.0;
+    for (int64_t k = 0; k < (int64_t)p->n_types * p->fgd_width; k++)
+        if (p->hist[k]) f += (double)p->hist[k] * p->fgd_w[k];
+    return f;
+}
+
+void skn_on_node_change(sk_engine *e, int32_t node, int32_t used_before) {
+    struct sk_policy *p = e->pol;
+    int64_t base = (int64_t)p->node_type[node] * p->fgd_width;
+    p->hist[base + e->node_cap[node] - used_before]--;
+    p->hist[base + e->node_cap[node] - e->node_used[node]]++;
+}
+
+/* Engine._Run.record: one row per decision point; stops a run that cannot go on. */
+static int record(sk_engine *e, struct sk_policy *p, sk_native_records *rec, int wake,
+                  int32_t kind, double seconds) {
+    int64_t i = rec->n++;
+    rec->kind[i] = kind;
+    rec->seconds[i] = seconds;
+    rec->time[i] = e->now;
+    rec->used_gpus[i] = e->used_gpus;
+    rec->queued[i] = e->n_queued;
+    rec->running[i] = e->n_running;
+    rec->fgd[i] = fgd_value(e, p);
+    if (e->n_queued > 0 && e->n_running == 0 && e->next_arrival >= e->n_jobs && !wake &&
+        e->round_period <= 0.0)
+        return ske_fail(e, SK_ESTALL, "left %lld jobs queued on an idle cluster at t=%.17g with "
+                        "nothing left to happen", (long long)e->n_queued, e->now);
+    return SK_OK;
+}
+
+static double clock_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int sk_native_run(sk_engine *e, sk_native_records *rec) {
+    if (!e || !e->pol || !rec || rec->n < 0 || rec->n > rec->cap) return SK_EINVAL;
+    struct sk_policy *p = e->pol;
+    for (;;) {
+        if (p->pending) {
+            double t0 = clock_s();
+            int wake, rc = commit(e, p, &wake);
+            p->pending_seconds += clock_s() - t0;
+            if (rc == SK_NEED_RATES) {
+                p->ctr.rate_misses += p->n_miss;
+                return rc;
+            }
+            if (rc < 0) return rc;
+            p->ctr.decide_seconds += p->pending_seconds;
+            rc = record(e, p, rec, wake, p->pending_full ? 2 : 1, p->pending_seconds);
+            if (rc < 0) return rc;
+        }
+        if (rec->n == rec->cap) return SK_RECORDS_FULL;
+        int rc = sk_engine_step(e, &p->batch);
+        if (rc != SK_DECISION) return rc;
+        double t0 = clock_s();
+        int what = triage(e, p);
+        if (what == 0) {
+            double dt = clock_s() - t0;
+            p->ctr.skipped++;
+            p->ctr.decide_seconds += dt;
+            rc = record(e, p, rec, 0, 0, dt);
+            if (rc < 0) return rc;
+            continue;
+        }
+        if (what == 1) {
+            p->ctr.lone_placed++;
+            rc = place_selected(e, p);
+        } else {
+            p->ctr.decisions++;
+            rc = decide(e, p);
+        }
+        p->pending_seconds = clock_s() - t0;
+        if (rc < 0) return rc;
+        p->pending = 1;
+        p->pending_full = what == 2;
+    }
+}
+
+/* ---------------------------------------------------------------- setup and queries */
+
+void skn_free(struct sk_policy *p) {
+    if (!p) return;
+    free(p->thr); free(p->thr_lo); free(p->model); free(p->bucket); free(p->node_type);
+    free(p->est); free(p->node_speed); free(p->kq); free(p->kflag); free(p->ka);
+    free(p->queue); free(p->entered); free(p->fresh); free(p->bucket_demand); free(p->heap);
+    free(p->heap_off); free(p->heap_len); free(p->run); free(p->sort_tmp); free(p->preempt);
+    free(p->place); free(p->place_ptr); free(p->place_nodes); free(p->place_counts); free(p->free);
+    free(p->taken); free(p->node_keys); free(p->ap_ids); free(p->ap_ptr); free(p->ap_ord);
+    free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->sum_nn); free(p->sum_mask);
+    free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
+    free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->used_types); free(p->arrived); free(p->completed);
+    free(p);
+}
+
+static int check_spec(sk_engine *e, const sk_policy_spec *s, const sk_native_inputs *in) {
+    if (s->kind < SK_POL_FIFO || s->kind > SK_POL_TIRESIAS)
+        return ske_fail(e, SK_EINVAL, "native policy: unknown kind %d", s->kind);
+    if ((s->kind <= SK_POL_SJF) == (s->preemptive != 0))
+        return ske_fail(e, SK_EINVAL, "native policy %d: FIFO and SJF are the non-preemptive ones", s->kind);
+    if (s->n_thresholds < 0 || (s->n_thresholds > 0 && !s->thresholds))
+        return ske_fail(e, SK_EINVAL, "native policy: thresholds missing");
+    if (in->n_types <= 0 || in->n_types > 63 || in->n_buckets <= 0 || in->fgd_width <= 0 ||
+        !in->model || !in->est_duration || !in->bucket || !in->node_type || !in->node_speed ||
+        !in->fgd_weights)
+        return ske_fail(e, SK_EINVAL, "native policy: inputs missing or out of range");
+    for (int32_t n = 0; n < e->n_nodes; n++) {
+        if (in->node_type[n] < 0 || in->node_type[n] >= in->n_types || e->node_cap[n] >= in->fgd_width)
+            return ske_fail(e, SK_EINVAL, "native policy: node %d type or size out of range", n);
+    }
+    for (int64_t j = 0; j < e->n_jobs; j++) {
+        if (in->bucket[j] < 0 || in->bucket[j] >= in->n_buckets || e->demand[j] <= 0)
+            return ske_fail(e, SK_EINVAL, "native policy: job %lld request bucket out of range", (long long)j);
+    }
+    return SK_OK;
+}
+
+#define NEW(ptr, count) ((ptr) = calloc((size_t)((count) > 0 ? (count) : 1), sizeof *(ptr)))
+
+static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
+    int64_t nj = e->n_jobs, nn = e->n_nodes, g = e->total_gpus > 0 ? e->total_gpus : 1;
+    int32_t nt = p->n_types, w = p->fgd_width, k = p->spec.n_thresholds;
+    int ok = NEW(p->thr, k) && NEW(p->thr_lo, k) && NEW(p->model, nj) && NEW(p->bucket, nj) &&
+             NEW(p->node_type, nn) && NEW(p->est, nj) && NEW(p->node_speed, nn) && NEW(p->kq, nj) &&
+             NEW(p->kflag, nj) && NEW(p->ka, nj) && NEW(p->queue, nj) && NEW(p->entered, nj) &&
+             NEW(p->fresh, nj) && NEW(p->bucket_demand, nb) && NEW(p->heap, nj) &&
+             NEW(p->heap_off, nb) && NEW(p->heap_len, nb) && NEW(p->run, nj) &&
+             NEW(p->sort_tmp, nj) && NEW(p->preempt, nj) && NEW(p->place, nj) &&
+             NEW(p->place_ptr, nj + 1) && NEW(p->place_nodes, g) && NEW(p->place_counts, g) &&
+             NEW(p->free, nn) && NEW(p->taken, nn) && NEW(p->node_keys, nn) && NEW(p->ap_ids, nj) &&
+             NEW(p->ap_ptr, nj + 1) && NEW(p->ap_ord, nj) && NEW(p->ap_nodes, g) &&
+             NEW(p->ap_counts, g) && NEW(p->ap_rates, nj) && NEW(p->dem, nj) && NEW(p->place_pos, nj) && NEW(p->sum_nn, nj) &&
+             NEW(p->sum_mask, nj) && NEW(p->sum_slot, nj) && NEW(p->sum_speed, nj) &&
+             NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
+             NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
+             NEW(p->completed, nj);
+    return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
+}
+
+static void fill_inputs(sk_engine *e, struct sk_policy *p, const sk_native_inputs *in) {
+    int64_t nj = e->n_jobs;
+    for (int32_t t = 0; t < p->spec.n_thresholds; t++) {
+        p->thr[t] = p->spec.thresholds[t];
+        p->thr_lo[t] = p->thr[t] * (1.0 - p->spec.rel_tol);
+    }
+    p->spec.thresholds = NULL;
+    memcpy(p->model, in->model, (size_t)nj * sizeof(int32_t));
+    memcpy(p->bucket, in->bucket, (size_t)nj * sizeof(int32_t));
+    memcpy(p->est, in->est_duration, (size_t)nj * sizeof(double));
+    memcpy(p->node_type, in->node_type, (size_t)e->n_nodes * sizeof(int32_t));
+    memcpy(p->node_speed, in->node_speed, (size_t)e->n_nodes * sizeof(double));
+    memcpy(p->fgd_w, in->fgd_weights, (size_t)p->n_types * p->fgd_width * sizeof(double));
+    for (int64_t j = 0; j < nj; j++) {          /* heaps: one slice per request */
+        p->bucket_demand[p->bucket[j]] = e->demand[j];
+        p->heap_len[p->bucket[j]]++;
+    }
+    for (int32_t b = 1; b < p->n_buckets; b++) p->heap_off[b] = p->heap_off[b - 1] + p->heap_len[b - 1];
+    for (int32_t b = 0; b < p->n_buckets; b++) p->heap_len[b] = 0;
+    for (int32_t n = 0; n < e->n_nodes; n++)
+        p->hist[(int64_t)p->node_type[n] * p->fgd_width + e->node_cap[n] - e->node_used[n]]++;
+    p->batch.arrived = p->arrived;
+    p->batch.completed = p->completed;
+}
+
+static int buckets_sorted(sk_engine *e, struct sk_policy *p) {
+    for (int32_t b = 1; b < p->n_buckets; b++)
+        if (p->bucket_demand[b] <= p->bucket_demand[b - 1])
+            return ske_fail(e, SK_EINVAL, "native policy: request buckets must be in increasing order");
+    return SK_OK;
+}
+
+int sk_native_set_policy(sk_engine *e, const sk_policy_spec *spec, const sk_native_inputs *in) {
+    if (!e || !spec || !in) return SK_EINVAL;
+    if (e->pol || e->now != e->start_time || e->next_arrival > 0)
+        return ske_fail(e, SK_ESTATE, "native policy: install it once, before the first step");
+    int rc = check_spec(e, spec, in);
+    if (rc < 0) return rc;
+    struct sk_policy *p = calloc(1, sizeof *p);
+    if (!p) return ske_fail(e, SK_ENOMEM, "native policy: out of memory");
+    p->spec = *spec;
+    p->n_types = in->n_types;
+    p->n_buckets = in->n_buckets;
+    p->fgd_width = in->fgd_width;
+    rc = alloc_policy(e, p, in->n_buckets);
+    if (rc < 0) { skn_free(p); return rc; }
+    fill_inputs(e, p, in);
+    rc = buckets_sorted(e, p);
+    if (rc < 0) { skn_free(p); return rc; }
+    e->pol = p;
+    return SK_OK;
+}
+
+int sk_native_missing(const sk_engine *e, int64_t cap, int64_t *job, int32_t *model, int32_t *ngpu,
+                      int32_t *n_nodes, int64_t *type_mask, double *min_speed, int64_t *n_missing) {
+    if (!e || !e->pol || !n_missing) return SK_EINVAL;
+    const struct sk_policy *p = e->pol;
+    *n_missing = p->n_miss;
+    if (p->n_miss > cap) return SK_EINVAL;
+    for (int64_t k = 0; k < p->n_miss; k++) {
+        const rate_entry *c = &p->cache[p->miss_slot[k]];
+        job[k] = p->miss_job[k];
+        model[k] = c->model;
+        ngpu[k] = c->ngpu;
+        n_nodes[k] = c->n_nodes;
+        type_mask[k] = c->mask;
+        min_speed[k] = c->speed;
+    }
+    return SK_OK;
+}
+
+int sk_native_put_rates(sk_engine *e, int64_t n, const double *rates) {
+    if (!e || !e->pol || (n > 0 && !rates)) return SK_EINVAL;
+    struct sk_policy *p = e->pol;
+    if (n != p->n_miss)
+        return ske_fail(e, SK_EINVAL, "native policy: %lld rates for %lld missing keys",
+                        (long long)n, (long long)p->n_miss);
+    for (int64_t k = 0; k < n; k++) {
+        if (!(rates[k] > 0.0) || !isfinite(rates[k]))
+            return ske_fail(e, SK_EINVAL, "native policy: rate %g for job %lld must be finite and > 0",
+                            rates[k], (long long)p->miss_job[k]);
+        p->cache[p->miss_slot[k]].rate = rates[k];
+    }
+    p->n_miss = 0;
+    return SK_OK;
+}
+
+int sk_native_counters_get(const sk_engine *e, sk_native_counters *out) {
+    if (!e || !e->pol || !out) return SK_EINVAL;
+    *out = e->pol->ctr;
+    return SK_OK;
+}
+
+int sk_native_used_types(const sk_engine *e, int64_t *out) {
+    if (!e || !e->pol || !out) return SK_EINVAL;
+    memcpy(out, e->pol->used_types, (size_t)e->n_jobs * sizeof(int64_t));
+    return SK_OK;
+}
