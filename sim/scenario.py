@@ -10,11 +10,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cluster import Cluster, load_cluster
+from .cluster import Cluster
 from .engine import EngineConfig, SimResult, simulate
 from .errors import ConfigError
 from .jobs import JobTable
 from .policies import get_policy
+from .presets import load_cluster
 from .throughput import TableThroughput
 from .workload import generate_workload
 
