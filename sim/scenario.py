@@ -94,18 +94,19 @@ def write_outputs(results: dict[str, SimResult], outdir: Path, scenario: Scenari
     write_plots(results, outdir)
     doc = {"scenario": {k: v for k, v in vars(scenario).items() if k != "progress"},
            "policies": summaries}
-    (outdir / "summary.json").write_text(json.dumps(_jsonable(summaries), indent=2, sort_keys=True))
-    (outdir / "scenario.json").write_text(json.dumps(_jsonable(doc["scenario"]), indent=2, sort_keys=True))
+    (outdir / "summary.json").write_text(json.dumps(jsonable(summaries), indent=2, sort_keys=True))
+    (outdir / "scenario.json").write_text(json.dumps(jsonable(doc["scenario"]), indent=2, sort_keys=True))
     return summaries
 
 
-def _jsonable(x):
+def jsonable(x):
+    """``x`` with numpy scalars as Python numbers and non-finite floats as None (for JSON)."""
     import numpy as np
 
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, np.generic):
         x = x.item()
     if isinstance(x, float) and not np.isfinite(x):
