@@ -12,7 +12,6 @@ are reported as not separately identifiable.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 from scipy.optimize import least_squares
+from threadpoolctl import threadpool_limits
 
 from ..errors import ConfigError
 from .models import (KINDS, LOWER_BOUND, HopsParams, PolluxParams, hops_components, hops_iter_time,
@@ -159,10 +159,6 @@ class _Problem:
 
 def _one_blas_thread():
     """Small dense least squares run far faster on one BLAS thread (a context manager)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:                      # optional: only a speed-up
-        return contextlib.nullcontext()
     return threadpool_limits(1, user_api="blas")
 
 
