@@ -24,7 +24,6 @@ GPU type names are canonical lowercase strings without spaces, dashes or undersc
 """
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from dataclasses import dataclass
