@@ -158,9 +158,10 @@ class _Capture:
 def busiest_state(nodes: int, policy: str):
     """(fresh policy, SchedState) at the first decision point after a headline cell's last
     arrival, with the policy's own decisions up to there."""
-    from sim.sweep.cells import _cluster, _oracle, build_workload
+    from sim.sweep.cells import _cluster, build_workload
+    from sim.throughput import default_oracle
     cell = _cell(nodes, policy=policy)
-    cluster, oracle = _cluster(cell), _oracle()
+    cluster, oracle = _cluster(cell), default_oracle()
     table, _ = build_workload(cell, cluster, oracle)
     cap = _Capture(get_policy(policy), float(table.arrival_s.max()))
     try:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.cluster import load_cluster
 from sim.engine import simulate
 from sim.metrics import compare_table, summary
 from sim.policies import Policy, get_policy, register
+from sim.presets import load_cluster
 from sim.throughput import TableThroughput
 from sim.workload import generate_workload
 

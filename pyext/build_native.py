@@ -8,7 +8,12 @@ The compiled module is ``sim._sk_native``; only ``sim/_native.py`` imports it.
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
 import sys
+import sysconfig
+import tempfile
+import warnings
 from pathlib import Path
 
 from cffi import FFI
@@ -30,13 +35,44 @@ def _cdef_text(header: Path) -> str:
     return "\n".join(lines)
 
 
+_OPENMP_PROBE = "#include <omp.h>\nint main(void) { return omp_get_max_threads() > 0 ? 0 : 1; }\n"
+
+
+def _compiler() -> list[str]:
+    """The C compiler setuptools will use: $CC, else the one Python was built with."""
+    return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+
+
+def openmp_flags() -> list[str]:
+    """["-fopenmp"] if the compiler builds and links an OpenMP program, else [] with a warning.
+
+    Apple clang has no -fopenmp: the kernels are then built without OpenMP and run on one
+    thread (the ``threads`` arguments are accepted and ignored).  CLUSTERSIM_NO_OPENMP=1 skips it.
+    """
+    if os.environ.get("CLUSTERSIM_NO_OPENMP") == "1" or sys.platform == "win32":
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text(_OPENMP_PROBE)
+        try:
+            ok = subprocess.run([*_compiler(), "-fopenmp", str(src), "-o", str(Path(tmp) / "probe")],
+                                capture_output=True).returncode == 0
+        except OSError:
+            ok = False
+    if not ok:
+        warnings.warn("clustersim: the C compiler cannot build OpenMP programs (-fopenmp); building "
+                      "the kernels without OpenMP: they run on one thread", stacklevel=1)
+        return []
+    return ["-fopenmp"]
+
+
 def _compile_args() -> tuple[list[str], list[str]]:
     args = ["-std=c99", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter",
             "-ffp-contract=off", "-fno-math-errno"]
     link: list[str] = []
-    if sys.platform != "win32" and os.environ.get("CLUSTERSIM_NO_OPENMP") != "1":
-        args.append("-fopenmp")
-        link.append("-fopenmp")
+    omp = openmp_flags()
+    args += omp
+    link += omp
     extra = os.environ.get("CLUSTERSIM_CFLAGS")
     if extra:
         args += extra.split()

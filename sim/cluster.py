@@ -4,7 +4,7 @@ A :class:`Cluster` is immutable and stores one numpy array per node attribute, s
 policies can use it without a Python loop per node.  Clusters come from
 
 * a built-in preset name (``gavel-108``, ``sia-64``, ``hops-512``, ``hops-64``, ``philly``;
-  see :mod:`sim.presets`),
+  see :mod:`sim.presets`, whose :func:`~sim.presets.load_cluster` resolves all three forms),
 * the form ``uniform:nodes=N,gpus=G[,type=T][,speed=S][,intra=GBPS][,inter=GBPS]``, or
 * a TOML file::
 
@@ -24,7 +24,6 @@ GPU type names are canonical lowercase strings without spaces, dashes or undersc
 """
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from .errors import ConfigError
 
 __all__ = [
     "Cluster",
-    "load_cluster",
+    "parse_uniform",
     "cluster_from_toml",
     "cluster_to_toml",
     "uniform_cluster",
@@ -332,7 +331,8 @@ def uniform_cluster(nodes: int, gpus: int, gpu_type: str = DEFAULT_UNIFORM_TYPE,
 _UNIFORM_KEYS = {"nodes": int, "gpus": int, "type": str, "speed": float, "intra": float, "inter": float}
 
 
-def _parse_uniform(spec: str) -> Cluster:
+def parse_uniform(spec: str) -> Cluster:
+    """A cluster from the form ``uniform:nodes=N,gpus=G[,type=T][,speed=S][,intra=GBPS][,inter=GBPS]``."""
     body = spec[len("uniform:"):]
     kv: dict[str, object] = {}
     for part in filter(None, (p.strip() for p in body.split(","))):
@@ -356,22 +356,3 @@ def _parse_uniform(spec: str) -> Cluster:
                            speed=kv.get("speed", 1.0),
                            intra_bw_gbps=kv.get("intra", DEFAULT_INTRA_BW_GBPS),
                            inter_bw_gbps=kv.get("inter", DEFAULT_INTER_BW_GBPS))
-
-
-def load_cluster(spec: str | os.PathLike) -> Cluster:
-    """A preset name, ``uniform:nodes=N,gpus=G[,type=T][,speed=S]``, or a path to a TOML file."""
-    from .presets import PRESETS, get_preset
-
-    if isinstance(spec, os.PathLike):
-        return cluster_from_toml(spec)
-    if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError(f"cluster spec must be a non-empty string, got {spec!r}")
-    spec = spec.strip()
-    if spec in PRESETS:
-        return get_preset(spec)
-    if spec.startswith("uniform:"):
-        return _parse_uniform(spec)
-    if spec.endswith(".toml") or os.sep in spec or os.path.exists(spec):
-        return cluster_from_toml(spec)
-    raise ConfigError(f"unknown cluster {spec!r}: not a preset ({', '.join(PRESETS)}), "
-                      f"not uniform:nodes=N,gpus=G[,type=T], and not a TOML file")

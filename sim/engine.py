@@ -8,19 +8,22 @@ here loops over jobs in Python.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ._native import as_cdata, check, ffi, lib
 from .cluster import Cluster
-from .errors import ConfigError, KernelError, SimError
+from .errors import ConfigError, SimError
+from .metrics import FGDTracker
 from .native import NativeRun, native_params
 from .plan_diff import plan_changes
 from .placement import PLACEMENT_MODES, place_one
+from .result import SimResult, Timeline
 from .state import ARRIVAL, COMPLETION, ROUND, TIMER, JobSpecs, Plan, SchedState
 
-DONE_STATES = {0: "future", 1: "queued", 2: "running", 3: "done"}
+DONE_STATES = {lib.SK_JOB_FUTURE: "future", lib.SK_JOB_QUEUED: "queued", lib.SK_JOB_RUNNING: "running",
+               lib.SK_JOB_DONE: "done"}
 _CTYPE = {"<i8": "int64_t[]", "<i4": "int32_t[]", "<f8": "double[]"}
 
 
@@ -42,46 +45,6 @@ class EngineConfig:
     restart_delay_s: float | None = None
     progress: bool = False
     native: bool = True
-
-
-@dataclass(eq=False)
-class Timeline:
-    """Cluster state after each decision point."""
-
-    time: list = field(default_factory=list)
-    used_gpus: list = field(default_factory=list)
-    queued: list = field(default_factory=list)
-    running: list = field(default_factory=list)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {"time": np.asarray(self.time, float), "used_gpus": np.asarray(self.used_gpus, np.int64),
-                "queued": np.asarray(self.queued, np.int64), "running": np.asarray(self.running, np.int64)}
-
-
-@dataclass(eq=False)
-class SimResult:
-    """Per-job outcomes of one run (arrays indexed by job id) plus run facts."""
-
-    policy: str
-    cluster: Cluster
-    jobs: JobSpecs
-    job_ids: np.ndarray           # the workload's job_id column
-    first_start: np.ndarray
-    finish: np.ndarray
-    gpu_seconds: np.ndarray
-    run_seconds: np.ndarray
-    restarts: np.ndarray
-    gpu_types_used: np.ndarray    # int64 bit mask over cluster.gpu_types
-    timeline: Timeline
-    decisions: int
-    decision_seconds: np.ndarray  # wall time of each policy call
-    wall_seconds: float
-    fragmentation: dict = field(default_factory=dict)
-    model_names: tuple[str, ...] = ()
-    skipped_decisions: int = 0    # decision points with provably nothing to do
-    engine_placed: int = 0        # lone arrivals the engine placed itself (place_lone_arrivals)
-    #: where the time went (seconds) and what was counted; see _Run.profile
-    profile: dict = field(default_factory=dict)
 
 
 def job_specs(workload, oracle, restart_delay_s: float | None = None) -> JobSpecs:
@@ -149,12 +112,10 @@ class _Kernel:
                         ffi.from_buffer("int32_t[]", self._pl_counts))
 
     def _check(self, rc: int, what: str) -> int:
-        if rc < 0:
-            msg = ffi.string(lib.sk_engine_message(self.ptr)).decode() if self.ptr else ""
-            if rc == lib.SK_ESTALL:
-                raise SimError(f"{what}: {msg}")
-            raise KernelError(f"{what} failed (code {rc}): {msg}", rc)
-        return rc
+        return check(rc, what, self._message)
+
+    def _message(self) -> str:
+        return ffi.string(lib.sk_engine_message(self.ptr)).decode() if self.ptr else ""
 
     def step(self) -> int:
         return self._check(lib.sk_engine_step(self.ptr, self.batch), "sk_engine_step")
@@ -258,8 +219,6 @@ class _Run:
     """One simulation: the decision loop around a kernel, and what it records."""
 
     def __init__(self, cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineConfig):
-        from .metrics import FGDTracker
-
         self.cluster, self.jobs, self.policy, self.oracle = cluster, jobs, policy, oracle
         self.config = config
         self.round_s = config.round_s if config.round_s is not None else (policy.round_s or 0.0)
@@ -392,7 +351,7 @@ class _Run:
     def result(self, job_ids, wall: float) -> SimResult:
         n = len(self.jobs)
         res = self.kernel.results()
-        unfinished = np.flatnonzero(res["state"] != 3)
+        unfinished = np.flatnonzero(res["state"] != lib.SK_JOB_DONE)
         if unfinished.size:
             raise SimError(f"{unfinished.size} jobs did not finish (first: row {int(unfinished[0])})")
         return SimResult(policy=self.policy.name, cluster=self.cluster, jobs=self.jobs,

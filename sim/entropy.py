@@ -71,9 +71,9 @@ __all__ = [
 IMPLS = ("c", "numba", "reference")
 
 _DTYPE_CODES = {
-    np.dtype(np.float16): 1,  # lib.SK_ENTROPY_F16
-    np.dtype(np.float32): 2,  # lib.SK_ENTROPY_F32
-    np.dtype(np.float64): 3,  # lib.SK_ENTROPY_F64
+    np.dtype(np.float16): lib.SK_ENTROPY_F16,
+    np.dtype(np.float32): lib.SK_ENTROPY_F32,
+    np.dtype(np.float64): lib.SK_ENTROPY_F64,
 }
 _ARROW_FLOATS = {
     pa.float16(): np.dtype(np.float16),

@@ -2,28 +2,8 @@
 
 Definitions follow algorithms.md §1.2; everything is vectorized numpy (no Python loop per job).
 
-Per-job results table (:data:`RESULT_SCHEMA`, written as Parquet by :func:`write_jobs`; seconds):
-
-================= ======== ========= =====================================================
-column            type     nullable  meaning
-================= ======== ========= =====================================================
-job_id            int64    no        the workload's job_id
-arrival_s         float64  no        submission time
-first_start_s     float64  no        first time the job held GPUs
-finish_s          float64  no        completion time
-jct_s             float64  no        finish_s - arrival_s
-queueing_delay_s  float64  no        cumulative time with 0 GPUs after arrival
-                                     (= jct_s - run_seconds, clipped at 0)
-gpu_seconds       float64  no        GPU-seconds held (restart delays included)
-run_seconds       float64  no        seconds with GPUs
-restarts          int64    no        placement changes after the first start
-gpus_requested    int32    no        requested GPUs (elastic jobs: preferred count)
-gpu_types_used    string   no        GPU types ever held, in cluster order, "|"-joined
-                                     (e.g. "v100|k80")
-model             int32    no        model index into the throughput oracle's models
-model_name        string   yes       model name (null when the names are unknown)
-est_duration_s    float64  no        run time at the request on the reference GPU type
-================= ======== ========= =====================================================
+The per-job results table (:data:`RESULT_SCHEMA`, :func:`jobs_table`, :func:`write_jobs`) lives in
+:mod:`sim.result` and is re-exported here.
 
 Summary keys (:func:`summary`; all numbers, NaN where undefined):
 
@@ -47,18 +27,16 @@ Summary keys (:func:`summary`; all numbers, NaN where undefined):
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .errors import ConfigError
 
-if TYPE_CHECKING:  # the engine may import this module; avoid a cycle at run time
+from .result import RESULT_SCHEMA, SimResult, jobs_table, require_jobs, wait_times, write_jobs
+
+if TYPE_CHECKING:
     from .cluster import Cluster
-    from .engine import SimResult
 
 __all__ = [
     "RESULT_SCHEMA",
@@ -76,23 +54,6 @@ __all__ = [
     "FGDTracker",
 ]
 
-RESULT_SCHEMA = pa.schema([
-    pa.field("job_id", pa.int64(), nullable=False),
-    pa.field("arrival_s", pa.float64(), nullable=False),
-    pa.field("first_start_s", pa.float64(), nullable=False),
-    pa.field("finish_s", pa.float64(), nullable=False),
-    pa.field("jct_s", pa.float64(), nullable=False),
-    pa.field("queueing_delay_s", pa.float64(), nullable=False),
-    pa.field("gpu_seconds", pa.float64(), nullable=False),
-    pa.field("run_seconds", pa.float64(), nullable=False),
-    pa.field("restarts", pa.int64(), nullable=False),
-    pa.field("gpus_requested", pa.int32(), nullable=False),
-    pa.field("gpu_types_used", pa.string(), nullable=False),
-    pa.field("model", pa.int32(), nullable=False),
-    pa.field("model_name", pa.string(), nullable=True),
-    pa.field("est_duration_s", pa.float64(), nullable=False),
-], metadata={"clustersim.schema": "results/1"})
-
 SUMMARY_KEYS = (
     "n_jobs", "total_gpus",
     "avg_jct_s", "median_jct_s", "p95_jct_s", "p99_jct_s",
@@ -104,76 +65,6 @@ SUMMARY_KEYS = (
     "decisions", "mean_decision_ms", "p99_decision_ms", "wall_seconds",
     "skipped_decisions", "engine_placed",
 )
-
-
-# -- per-job table -------------------------------------------------------------------------
-
-def _require_jobs(result: "SimResult", what: str) -> int:
-    n = len(result.jobs)
-    if n == 0:
-        raise ConfigError(f"{what}: policy {result.policy!r} ran an empty workload (0 jobs); "
-                          f"there is nothing to measure")
-    return n
-
-
-def _wait(result: "SimResult") -> np.ndarray:
-    jct = result.finish - result.jobs.arrival
-    return np.maximum(jct - result.run_seconds, 0.0)
-
-
-def _decode_type_masks(mask: np.ndarray, gpu_types: Sequence[str]) -> np.ndarray:
-    """Bit masks over ``gpu_types`` -> "a|b" strings; one Python step per distinct mask."""
-    uniq, inv = np.unique(np.asarray(mask, np.int64), return_inverse=True)
-    names = np.array(["|".join(t for i, t in enumerate(gpu_types) if (int(m) >> i) & 1)
-                      for m in uniq], dtype=object)
-    return names[inv.reshape(-1)] if uniq.size else np.empty(0, object)
-
-
-def jobs_table(result: "SimResult", model_names: Sequence[str] | None = None) -> pa.Table:
-    """The per-job results table (:data:`RESULT_SCHEMA`), one row per job in job-id order.
-
-    ``model_names`` (the oracle's ``models``) fills ``model_name``; by default it is taken from
-    ``result.model_names`` when the result carries it, else the column is null.
-    """
-    _require_jobs(result, "jobs_table")
-    jobs = result.jobs
-    if model_names is None:
-        model_names = getattr(result, "model_names", None)
-    model = np.asarray(jobs.model, np.int32)
-    if model_names is not None:
-        names = np.asarray(list(model_names), dtype=object)
-        if model.size and (model.min() < 0 or model.max() >= len(names)):
-            raise ConfigError(f"jobs_table: model index out of range 0..{len(names) - 1}")
-        model_name = pa.array(names[model], pa.string())
-    else:
-        model_name = pa.nulls(len(model), pa.string())
-    jct = result.finish - jobs.arrival
-    cols = {
-        "job_id": pa.array(np.asarray(result.job_ids, np.int64)),
-        "arrival_s": pa.array(np.asarray(jobs.arrival, float)),
-        "first_start_s": pa.array(np.asarray(result.first_start, float)),
-        "finish_s": pa.array(np.asarray(result.finish, float)),
-        "jct_s": pa.array(jct),
-        "queueing_delay_s": pa.array(_wait(result)),
-        "gpu_seconds": pa.array(np.asarray(result.gpu_seconds, float)),
-        "run_seconds": pa.array(np.asarray(result.run_seconds, float)),
-        "restarts": pa.array(np.asarray(result.restarts, np.int64)),
-        "gpus_requested": pa.array(np.asarray(jobs.demand, np.int32)),
-        "gpu_types_used": pa.array(_decode_type_masks(result.gpu_types_used,
-                                                      result.cluster.gpu_types), pa.string()),
-        "model": pa.array(model),
-        "model_name": model_name,
-        "est_duration_s": pa.array(np.asarray(jobs.est_duration, float)),
-    }
-    return pa.Table.from_pydict(cols, schema=RESULT_SCHEMA)
-
-
-def write_jobs(result: "SimResult", path, model_names: Sequence[str] | None = None) -> Path:
-    """Write :func:`jobs_table` as Parquet (parent folders are created); returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(jobs_table(result, model_names), path)
-    return path
 
 
 # -- fairness ------------------------------------------------------------------------------
@@ -382,10 +273,10 @@ def _nanstat(fn, x: np.ndarray, *args) -> float:
 
 def summary(result: "SimResult") -> dict:
     """The run's summary metrics (keys :data:`SUMMARY_KEYS`, documented in the module docstring)."""
-    n = _require_jobs(result, "summary")
+    n = require_jobs(result, "summary")
     jobs = result.jobs
     jct = result.finish - jobs.arrival
-    wait = _wait(result)
+    wait = wait_times(result)
     total = int(result.cluster.total_gpus)
     makespan = float(np.nanmax(result.finish) - np.nanmin(jobs.arrival))
     gpu_s = float(np.nansum(result.gpu_seconds))

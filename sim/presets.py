@@ -1,6 +1,7 @@
 """Built-in clusters that match the clusters of published evaluations.
 
-Every preset is built from constants in this file; none reads ``../shared`` or any other file.
+:func:`load_cluster` resolves any cluster spec: a preset name, the ``uniform:`` form or a TOML
+file.  Every preset is built from constants in this file; none reads ``../shared`` or any other file.
 Choices the sources leave open are marked "our choice" and can be overridden with a TOML file
 (see :mod:`sim.cluster`).
 
@@ -31,12 +32,14 @@ philly      The revised Philly machine list [Jeon et al., ATC'19; Qinghao-Hu/Phi
 """
 from __future__ import annotations
 
+import os
 from typing import Callable
 
-from .cluster import DEFAULT_INTER_BW_GBPS, DEFAULT_INTRA_BW_GBPS, Cluster, cluster_from_groups
+from .cluster import (DEFAULT_INTER_BW_GBPS, DEFAULT_INTRA_BW_GBPS, Cluster, cluster_from_groups,
+                      cluster_from_toml, parse_uniform)
 from .errors import ConfigError
 
-__all__ = ["PRESETS", "list_presets", "get_preset", "HOPS_RTX3090_SPEED", "GAVEL_GPUS_PER_SERVER",
+__all__ = ["PRESETS", "list_presets", "get_preset", "load_cluster", "HOPS_RTX3090_SPEED", "GAVEL_GPUS_PER_SERVER",
            "PHILLY_GPU_TYPE", "PHILLY_MACHINES"]
 
 #: GPUs per server in ``gavel-108`` (our choice; Gavel's own simulator default is 1).
@@ -135,3 +138,20 @@ def get_preset(name: str) -> Cluster:
     if name not in _cache:
         _cache[name] = PRESETS[name][1]()
     return _cache[name]
+
+
+def load_cluster(spec: str | os.PathLike) -> Cluster:
+    """A preset name, ``uniform:nodes=N,gpus=G[,type=T][,speed=S]``, or a path to a TOML file."""
+    if isinstance(spec, os.PathLike):
+        return cluster_from_toml(spec)
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"cluster spec must be a non-empty string, got {spec!r}")
+    spec = spec.strip()
+    if spec in PRESETS:
+        return get_preset(spec)
+    if spec.startswith("uniform:"):
+        return parse_uniform(spec)
+    if spec.endswith(".toml") or os.sep in spec or os.path.exists(spec):
+        return cluster_from_toml(spec)
+    raise ConfigError(f"unknown cluster {spec!r}: not a preset ({', '.join(PRESETS)}), "
+                      f"not uniform:nodes=N,gpus=G[,type=T], and not a TOML file")

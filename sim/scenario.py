@@ -10,11 +10,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cluster import Cluster, load_cluster
+from .cluster import Cluster
 from .engine import EngineConfig, SimResult, simulate
 from .errors import ConfigError
 from .jobs import JobTable
 from .policies import get_policy
+from .presets import load_cluster
 from .throughput import TableThroughput
 from .workload import generate_workload
 
@@ -93,18 +94,19 @@ def write_outputs(results: dict[str, SimResult], outdir: Path, scenario: Scenari
     write_plots(results, outdir)
     doc = {"scenario": {k: v for k, v in vars(scenario).items() if k != "progress"},
            "policies": summaries}
-    (outdir / "summary.json").write_text(json.dumps(_jsonable(summaries), indent=2, sort_keys=True))
-    (outdir / "scenario.json").write_text(json.dumps(_jsonable(doc["scenario"]), indent=2, sort_keys=True))
+    (outdir / "summary.json").write_text(json.dumps(jsonable(summaries), indent=2, sort_keys=True))
+    (outdir / "scenario.json").write_text(json.dumps(jsonable(doc["scenario"]), indent=2, sort_keys=True))
     return summaries
 
 
-def _jsonable(x):
+def jsonable(x):
+    """``x`` with numpy scalars as Python numbers and non-finite floats as None (for JSON)."""
     import numpy as np
 
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, np.generic):
         x = x.item()
     if isinstance(x, float) and not np.isfinite(x):

@@ -5,13 +5,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._native import lib
 from .cluster import Cluster
 
-# decision reasons (bits), the same values as SK_WHY_* in csrc/sk_engine.h
-ARRIVAL = 1
-COMPLETION = 2
-ROUND = 4
-TIMER = 8
+# decision reasons (bits): SK_WHY_* of csrc/sk_engine.h, read from the compiled module
+ARRIVAL = lib.SK_WHY_ARRIVAL
+COMPLETION = lib.SK_WHY_COMPLETION
+ROUND = lib.SK_WHY_ROUND
+TIMER = lib.SK_WHY_TIMER
 
 
 @dataclass(frozen=True, eq=False)

@@ -46,6 +46,7 @@ from .errors import ConfigError
 __all__ = [
     "ThroughputOracle",
     "TableThroughput",
+    "default_oracle",
     "SPREAD_PENALTY",
     "SCALING_EFFICIENCY",
     "RELATIVE_SPEED",
@@ -531,3 +532,9 @@ class TableThroughput(ModelLookup):
     def __repr__(self) -> str:
         return (f"TableThroughput({len(self.models)} models, types {', '.join(self.gpu_types)}, "
                 f"reference {self.reference_type}, source {self.source})")
+
+
+@lru_cache(maxsize=1)
+def default_oracle() -> TableThroughput:
+    """The default oracle, :meth:`TableThroughput.builtin`, built once (it is never modified)."""
+    return TableThroughput.builtin()

@@ -118,7 +118,7 @@ def test_gavel_names_set_the_batch():
 
 
 def test_simulate_with_a_calibrated_oracle(tmp_path):
-    from sim.cluster import load_cluster
+    from sim.presets import load_cluster
     from sim.engine import simulate
     from sim.policies import get_policy
     from sim.workload import generate_workload

@@ -4,10 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.cluster import (Cluster, canonical_gpu_type, cluster_from_toml, cluster_to_toml, load_cluster,
-                         uniform_cluster)
+from sim.cluster import Cluster, canonical_gpu_type, cluster_from_toml, cluster_to_toml, uniform_cluster
 from sim.errors import ConfigError
-from sim.presets import HOPS_RTX3090_SPEED, PRESETS, get_preset, list_presets
+from sim.presets import HOPS_RTX3090_SPEED, PRESETS, get_preset, list_presets, load_cluster
 
 
 @pytest.mark.parametrize("name,total,by_type,n_nodes", [

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from engine_helpers import LinearOracle, small_cluster, specs
 from sim.engine import EngineConfig, run_jobs
 from sim.errors import ConfigError
-from sim.learning.dynamics import (DynamicsConfig, LearningSpec, LearningState, _rate_factors,
-                                   micro_update_batch)
+from sim.learning._kernels import rate_factors
+from sim.learning.dynamics import DynamicsConfig, LearningSpec, LearningState, micro_update_batch
 from sim.micro import MicroConfig, MicroController
 from sim.policies import get_policy
 
@@ -58,7 +58,7 @@ def _factors(k, b, w, diff, speeds, alpha, beta, sync, tta, phi=1e9, demand=None
     D[0, :k] = diff
     scale, spw = np.empty(1), np.empty(1)
     demand = k if demand is None else demand
-    _rate_factors(np.array([0]), np.array([k]), np.array([0, n_nodes]), nodes, counts,
+    rate_factors(np.array([0]), np.array([k]), np.array([0, n_nodes]), nodes, counts,
                   np.array(speeds, float), W, Bm, D, np.array([alpha]), np.array([beta]),
                   np.array([sync]), np.array([sync]), np.array([float(k * lb)]),
                   np.array([float(demand * lb)]), np.array([float(demand)]), np.array([phi]),

@@ -148,7 +148,7 @@ def test_cli_convert_and_options(tmp_path, capsys):
                  str(tmp_path / "j.csv")]) == 0
     assert JobTable.read(tmp_path / "j.csv").duration_s.tolist() == [3000.0, 7200.0, 30.0]
     assert main(["trace", "convert", str(FIX / "openb_node_list.csv"), "-o", str(tmp_path / "c.toml")]) == 0
-    from sim.cluster import load_cluster
+    from sim.presets import load_cluster
     assert load_cluster(str(tmp_path / "c.toml")).total_gpus == 30
     assert main(["trace", "stats", str(FIX / "philly_jobs.csv"), "-O", "bogus=1"]) == 2
     capsys.readouterr()

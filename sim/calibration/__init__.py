@@ -3,7 +3,9 @@
 * :mod:`.schema`     the measurement and learning-curve tables (Arrow / Parquet) and their checks
 * :mod:`.importers`  Gavel throughput JSON, Pollux and Sia profile CSVs -> measurements
 * :mod:`.collector`  ``clustersim collect``: real training steps with PyTorch (optional extra)
-* :mod:`.fit`        Pollux/Sia and Hops step-time models, fitted by nonlinear least squares
+* :mod:`.observations` measurements of one (model, GPU type) as arrays
+* :mod:`.models`     Pollux/Sia and Hops step-time models (parameter sets, vectorized step times)
+* :mod:`.fit`        fitting those models by nonlinear least squares, with identifiability checks
 * :mod:`.oracle`     calib.toml and :class:`CalibratedThroughput`, a throughput oracle for ``simulate``
 * :mod:`.report`     hold-out validation: fit on some placements and batch sizes, predict the rest
 
@@ -12,8 +14,9 @@ Nothing here imports torch; only :mod:`.collector` needs it, when it runs.
 import importlib
 
 _EXPORTS = {
-    "fit": ("KINDS", "FitResult", "HopsParams", "Observations", "PolluxParams", "fit_all", "fit_hops",
-            "fit_pollux", "group_observations"),
+    "fit": ("FitResult", "fit_all", "fit_hops", "fit_pollux"),
+    "models": ("KINDS", "HopsParams", "PolluxParams"),
+    "observations": ("Observations", "group_observations"),
     "importers": ("import_gavel", "import_path", "import_paths", "import_pollux_learning_curves",
                   "import_pollux_profile", "import_sia_profile", "import_sia_seed"),
     "oracle": ("CalibratedThroughput", "read_calibration", "write_calibration"),

@@ -1,46 +1,8 @@
 """Fitting performance models to measurements, per (model, GPU type), by nonlinear least squares.
 
-Two models (algorithms.md §5.5 and §4.3); ``b`` is the per-GPU (atomic) batch, ``K`` the GPUs,
-``N`` the servers:
-
-**Pollux/Sia step time** (:class:`PolluxParams`, 7 parameters, plus ``beta_l``)::
-
-    T_compute(b)  = alpha_c + beta_c * b
-    T_network     = alpha_n + beta_n * max(K - 2, 0)      if N > 1
-                  = alpha_r + beta_r * max(K - 2, 0)      if N = 1 and K > 1
-                  = 0                                     if K = 1
-                  + beta_l * (K_max - 1)                  (K_max = most GPUs on one server)
-    T_step        = (T_compute^gamma + T_network^gamma)^(1 / gamma),   1 <= gamma <= 10
-    T_iter(s)     = s * T_compute + T_step                (s gradient-accumulation steps)
-
-fitted, as in Pollux, to the step time and to the accumulation-step time ``step - sync`` (when
-``sync_time_s`` is measured; the update is part of the synchronising step, as in Pollux's
-profiles) in log space, with Pollux's regularizers ``1e-3 (gamma - 1)^2`` and
-``1e-2 ((beta_n / alpha_n)^2 + (beta_r / alpha_r)^2)`` and bounds ``[1e-8, inf)``, ``[1, 10]``.
-
-``beta_l`` (our extension, not in Pollux or Sia) is the synchronisation time each further GPU on
-the busiest server adds: GPUs that share a server's PCIe bus or NIC contend for it, so the same
-GPU count spread as 3+3 synchronises faster than 2+4 or 6 on one server (Sia's V100 profiles show
-it).  It is fitted only when the measurements hold placements with the same GPU and server counts
-but a different ``K_max``; otherwise it is pinned to 0 (Pollux's model).  Without a placement list
-``K_max`` is taken as ``ceil(K / N)`` (an even spread).
-
-**Hops iteration time** (:class:`HopsParams`; Hops eq. 1-4, expectation form)::
-
-    T_f + T_b     = a_c + b_c * b,   T_b = r_b * (a_c + b_c * b),   T_f = (1 - r_b) * (a_c + b_c * b)
-    T_u           = u                 T_d = a_d + b_d * b            T_w = w if K > 1 else 0
-    T_c           = c_link * (K - 1) / K   if N = 1   (c_link = params / B_link)
-                  = c_net                  if N > 1   (c_net  = params / B_net)
-    Tc_no         = nonoverlap * T_c      (Hops: 0.2)
-    pattern 1:  T_iter = max(T_d, max(T_b + Tc_no, T_c) + T_u) + T_f + T_w
-    pattern 2:  T_iter = T_d + max(T_b + Tc_no, T_c) + T_u + T_f + T_w
-
-fitted to the step time, the accumulation-step time ``step - sync`` (no communication, wait or
-update: ``T_c = T_w = T_u = 0``) and, where
-measured, the forward, backward, update and data times.  The pattern is chosen by the lower cost
-when data times are measured (Hops' profiler picks it); without them ``T_d`` is folded into the
-compute terms and pattern 2 is used.  Hops' mixture of cache hits and misses (eq. 3-4) is not
-identifiable from per-configuration means; the fitted ``T_d`` and ``T_w`` are its expectation.
+The step-time models (Pollux/Sia and Hops) are defined in :mod:`sim.calibration.models`; this
+module fits their parameters to measurements, in log space, with bounds and regularizers as
+described there.
 
 Identifiability: a parameter that no measurement can determine is pinned before the fit and the
 fit warns (:class:`~sim.calibration.schema.CalibrationWarning`), naming the model, the GPU type, the
@@ -50,280 +12,31 @@ are reported as not separately identifiable.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
-from dataclasses import dataclass, field, fields, replace
-from typing import ClassVar, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from scipy.optimize import least_squares
+from threadpoolctl import threadpool_limits
 
 from ..errors import ConfigError
-from .schema import CalibrationWarning, validate_measurements
+from .models import (KINDS, LOWER_BOUND, HopsParams, PolluxParams, hops_components, hops_iter_time,
+                     params_from_dict, pollux_iter_time)
+from .observations import Observations, ape, even_max_per_node, group_observations
+from .schema import CalibrationWarning
 
 __all__ = [
     "Observations", "group_observations", "PolluxParams", "HopsParams", "FitResult",
     "fit_pollux", "fit_hops", "fit", "fit_all", "KINDS", "ape",
+    # re-exported from .models and .observations, where they live
+    "params_from_dict", "pollux_iter_time", "hops_iter_time", "hops_components", "even_max_per_node",
 ]
 
-KINDS = ("pollux", "hops")
-_LO = 1e-8                 # lower bound of positive parameters (Pollux)
 _HI = 1e4                  # upper bound of times in seconds (keeps the search finite)
 _SVD_TOL = 1e-6            # relative singular value below which a direction is unidentified
-
-
-# ----------------------------------------------------------------------------- observations
-@dataclass(frozen=True)
-class Observations:
-    """The measurements of one (model, GPU type) as float64 arrays (NaN = not measured)."""
-
-    model: str
-    gpu_type: str
-    n_gpus: np.ndarray
-    n_nodes: np.ndarray
-    local_bsz: np.ndarray
-    step: np.ndarray
-    sync: np.ndarray
-    data: np.ndarray
-    forward: np.ndarray
-    backward: np.ndarray
-    update: np.ndarray
-    max_per_node: np.ndarray
-    placement_key: tuple[str, ...] = ()
-
-    @property
-    def n(self) -> int:
-        return int(self.step.shape[0])
-
-    def subset(self, mask: np.ndarray) -> "Observations":
-        mask = np.asarray(mask, bool)
-        arrays = {f.name: getattr(self, f.name)[mask] for f in fields(self)
-                  if isinstance(getattr(self, f.name), np.ndarray)}
-        keys = tuple(k for k, m in zip(self.placement_key, mask) if m) if self.placement_key else ()
-        return replace(self, **arrays, placement_key=keys)
-
-    @classmethod
-    def from_arrays(cls, model: str, gpu_type: str, *, n_gpus, n_nodes, local_bsz, step, sync=None,
-                    data=None, forward=None, backward=None, update=None,
-                    max_per_node=None) -> "Observations":
-        n = len(step)
-
-        def arr(v):
-            return np.full(n, np.nan) if v is None else np.asarray(v, dtype=np.float64)
-        k, nn = arr(n_gpus), arr(n_nodes)
-        kmax = even_max_per_node(k, nn) if max_per_node is None else arr(max_per_node)
-        return cls(model, gpu_type, k, nn, arr(local_bsz), arr(step), arr(sync),
-                   arr(data), arr(forward), arr(backward), arr(update), kmax)
-
-
-def even_max_per_node(n_gpus, n_nodes) -> np.ndarray:
-    """Most GPUs on one server when ``n_gpus`` are spread evenly over ``n_nodes``."""
-    k = np.asarray(n_gpus, dtype=np.float64)
-    return np.ceil(k / np.maximum(np.asarray(n_nodes, dtype=np.float64), 1.0))
-
-
-def _col(t: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(pc.cast(t.column(name), pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False))
-
-
-def _placement_keys(t: pa.Table) -> tuple[tuple[str, ...], np.ndarray]:
-    """Per row: a placement key (``"3|3"``, or ``"2n6g"`` without a list) and the most GPUs on
-    one server (the list's max, else an even spread)."""
-    pl = t.column("placement").to_pylist()
-    nn, kk = t.column("n_nodes").to_pylist(), t.column("n_gpus").to_pylist()
-    keys = tuple("|".join(map(str, p)) if p else f"{n}n{k}g" for p, n, k in zip(pl, nn, kk))
-    even = even_max_per_node(kk, nn)
-    kmax = np.array([max(p) if p else e for p, e in zip(pl, even)], dtype=np.float64)
-    return keys, kmax
-
-
-def group_observations(table: pa.Table, source: str = "<memory>") -> dict[tuple[str, str], Observations]:
-    """Split a measurement table by (model, GPU type), sorted by key."""
-    t = validate_measurements(table, source)
-    models = np.array(t.column("model").to_pylist(), dtype=object)
-    types = np.array(t.column("gpu_type").to_pylist(), dtype=object)
-    cols = {c: _col(t, c) for c in ("n_gpus", "n_nodes", "local_bsz", "step_time_s", "sync_time_s",
-                                    "data_time_s", "forward_s", "backward_s", "update_s")}
-    keys, kmax = _placement_keys(t)
-    out = {}
-    for m, g in sorted(set(zip(models.tolist(), types.tolist()))):
-        sel = (models == m) & (types == g)
-        out[(m, g)] = Observations(
-            m, g, cols["n_gpus"][sel], cols["n_nodes"][sel], cols["local_bsz"][sel],
-            cols["step_time_s"][sel], cols["sync_time_s"][sel], cols["data_time_s"][sel],
-            cols["forward_s"][sel], cols["backward_s"][sel], cols["update_s"][sel], kmax[sel],
-            tuple(k for k, s in zip(keys, sel) if s))
-    return out
-
-
-def ape(predicted, measured) -> np.ndarray:
-    """Absolute percentage error, in percent."""
-    return np.abs(np.asarray(predicted) / np.asarray(measured) - 1.0) * 100.0
-
-
-# ----------------------------------------------------------------------------- parameter sets
-@dataclass(frozen=True)
-class PolluxParams:
-    """Pollux/Sia throughput-model parameters (seconds; gamma dimensionless)."""
-
-    alpha_c: float
-    beta_c: float
-    alpha_n: float
-    beta_n: float
-    alpha_r: float
-    beta_r: float
-    gamma: float
-    beta_l: float = 0.0
-
-    kind: ClassVar[str] = "pollux"
-    names: ClassVar[tuple[str, ...]] = ("alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r",
-                                        "gamma", "beta_l")
-    optional: ClassVar[dict[str, float]] = {"beta_l": 0.0}   # absent from older calib.toml files
-
-    def as_array(self) -> np.ndarray:
-        return np.array([getattr(self, n) for n in self.names])
-
-    def as_dict(self) -> dict[str, float]:
-        return {n: float(getattr(self, n)) for n in self.names}
-
-    def compute_time(self, local_bsz) -> np.ndarray:
-        return self.alpha_c + self.beta_c * np.asarray(local_bsz, dtype=np.float64)
-
-    def network_time(self, n_nodes, n_gpus, max_per_node=None) -> np.ndarray:
-        return _pollux_network(self.as_array(), np.asarray(n_nodes, float), np.asarray(n_gpus, float),
-                               max_per_node)
-
-    def step_time(self, local_bsz, n_nodes, n_gpus, accum_steps=0, max_per_node=None) -> np.ndarray:
-        """Time of one optimizer step (with ``accum_steps`` accumulation steps before it);
-        ``max_per_node``: most GPUs on one server (default: an even spread)."""
-        return pollux_iter_time(self.as_array(), local_bsz, n_nodes, n_gpus, accum_steps, max_per_node)
-
-    def accum_time(self, local_bsz, n_nodes=1, n_gpus=1) -> np.ndarray:
-        """A step without synchronisation (gradient accumulation): the compute time."""
-        return self.compute_time(local_bsz) + 0.0 * np.asarray(n_gpus, float)
-
-
-def _pollux_network(th: np.ndarray, nn: np.ndarray, k: np.ndarray, kmax=None) -> np.ndarray:
-    th = np.asarray(th, float)
-    an, bn, ar, br = th[..., 2], th[..., 3], th[..., 4], th[..., 5]
-    retro = np.maximum(k - 2.0, 0.0)
-    net = np.where(nn > 1, an + bn * retro, np.where(k > 1, ar + br * retro, _LO))
-    if th.shape[-1] > 7:
-        kmax = even_max_per_node(k, nn) if kmax is None else np.asarray(kmax, float)
-        net = net + th[..., 7] * np.maximum(kmax - 1.0, 0.0)
-    return net
-
-
-def pollux_iter_time(th, local_bsz, n_nodes, n_gpus, accum_steps=0, max_per_node=None) -> np.ndarray:
-    """Vectorized Pollux iteration time; ``th`` is ``[..., 7]`` or ``[..., 8]`` (with ``beta_l``) in
-    :attr:`PolluxParams.names` order; ``max_per_node`` defaults to an even spread."""
-    th = np.asarray(th, float)
-    b = np.asarray(local_bsz, float)
-    tc = th[..., 0] + th[..., 1] * b
-    tn = _pollux_network(th, np.asarray(n_nodes, float), np.asarray(n_gpus, float), max_per_node)
-    g = th[..., 6]
-    # (tc^g + tn^g)^(1/g), computed stably as m * (1 + (x/m)^g)^(1/g)
-    m = np.maximum(tc, tn)
-    lo = np.minimum(tc, tn)
-    step = m * np.power(1.0 + np.power(lo / m, g), 1.0 / g)
-    return np.asarray(accum_steps, float) * tc + step
-
-
-@dataclass(frozen=True)
-class HopsParams:
-    """Hops iteration-time parameters (seconds except ``r_b``; see the module docstring)."""
-
-    a_c: float
-    b_c: float
-    r_b: float
-    u: float
-    a_d: float
-    b_d: float
-    w: float
-    c_link: float
-    c_net: float
-    pattern: int = 2
-    nonoverlap: float = 0.2
-
-    kind: ClassVar[str] = "hops"
-    names: ClassVar[tuple[str, ...]] = ("a_c", "b_c", "r_b", "u", "a_d", "b_d", "w", "c_link", "c_net")
-
-    def as_array(self) -> np.ndarray:
-        return np.array([getattr(self, n) for n in self.names])
-
-    def as_dict(self) -> dict[str, float]:
-        d = {n: float(getattr(self, n)) for n in self.names}
-        d.update(pattern=int(self.pattern), nonoverlap=float(self.nonoverlap))
-        return d
-
-    def components(self, local_bsz, n_nodes, n_gpus) -> dict[str, np.ndarray]:
-        return hops_components(self.as_array(), local_bsz, n_nodes, n_gpus, self.nonoverlap)
-
-    def step_time(self, local_bsz, n_nodes, n_gpus, accum_steps=0, max_per_node=None) -> np.ndarray:
-        """Hops' model has no placement-shape term: ``max_per_node`` is accepted and ignored."""
-        return hops_iter_time(self.as_array(), local_bsz, n_nodes, n_gpus, accum_steps,
-                              pattern=self.pattern, nonoverlap=self.nonoverlap)
-
-    def accum_time(self, local_bsz, n_nodes=1, n_gpus=1) -> np.ndarray:
-        return hops_iter_time(self.as_array(), local_bsz, n_nodes, n_gpus, 0, pattern=self.pattern,
-                              nonoverlap=self.nonoverlap, sync=False)
-
-
-def hops_components(th, local_bsz, n_nodes, n_gpus, nonoverlap=0.2) -> dict[str, np.ndarray]:
-    th = np.asarray(th, float)
-    b = np.asarray(local_bsz, float)
-    nn, k = np.asarray(n_nodes, float), np.asarray(n_gpus, float)
-    comp = th[..., 0] + th[..., 1] * b
-    tb = th[..., 2] * comp
-    tf = comp - tb
-    tu = th[..., 3] + 0.0 * b
-    td = th[..., 4] + th[..., 5] * b
-    tw = np.where(k > 1, th[..., 6], 0.0)
-    tc = np.where(nn > 1, th[..., 8], th[..., 7] * (k - 1.0) / np.maximum(k, 1.0))
-    return {"forward": tf, "backward": tb, "update": tu, "data": td, "wait": tw, "comm": tc,
-            "comm_exposed": nonoverlap * tc}
-
-
-def hops_iter_time(th, local_bsz, n_nodes, n_gpus, accum_steps=0, *, pattern=2, nonoverlap=0.2,
-                   sync=True) -> np.ndarray:
-    """Vectorized Hops iteration time (``th`` in :attr:`HopsParams.names` order).
-
-    ``sync=False`` gives a gradient-accumulation step (no communication, wait or update).  With
-    ``accum_steps = s`` the job runs ``s`` accumulation steps before each full one (as Pollux).
-    ``pattern`` may be an array (one per row).
-    """
-    c = hops_components(th, local_bsz, n_nodes, n_gpus, nonoverlap)
-    tf, tb, tu, td = c["forward"], c["backward"], c["update"], c["data"]
-    pat1 = np.asarray(pattern) == 1
-    nos = np.where(pat1, np.maximum(td, tb) + tf, td + tb + tf)        # accumulation step
-    if not sync:
-        return nos
-    tc, tw = c["comm"], c["wait"]
-    bc = np.maximum(tb + nonoverlap * tc, tc)
-    out = np.where(pat1, np.maximum(td, bc + tu) + tf + tw, td + bc + tu + tf + tw)
-    if np.any(np.asarray(accum_steps) != 0):
-        out = out + np.asarray(accum_steps, float) * nos
-    return out
-
-
-_PARAM_CLASSES = {"pollux": PolluxParams, "hops": HopsParams}
-
-
-def params_from_dict(kind: str, d: dict) -> PolluxParams | HopsParams:
-    cls = _PARAM_CLASSES.get(kind)
-    if cls is None:
-        raise ConfigError(f"unknown model kind {kind!r} (known: {', '.join(KINDS)})")
-    optional = getattr(cls, "optional", {})
-    missing = [n for n in cls.names if n not in d and n not in optional]
-    if missing:
-        raise ConfigError(f"{kind} parameters lack {', '.join(missing)}")
-    kw = {n: float(d.get(n, optional.get(n))) for n in cls.names}
-    if cls is HopsParams:
-        kw.update(pattern=int(d.get("pattern", 2)), nonoverlap=float(d.get("nonoverlap", 0.2)))
-    return cls(**kw)
 
 
 # ----------------------------------------------------------------------------- results
@@ -429,7 +142,7 @@ class _Problem:
 
     def to_z(self, x: np.ndarray) -> np.ndarray:
         x = np.clip(x, self.lo, self.hi)
-        z = np.where(self.log, np.log(np.maximum(x, _LO)), x)
+        z = np.where(self.log, np.log(np.maximum(x, LOWER_BOUND)), x)
         return z[self.free]
 
     def to_x(self, z: np.ndarray) -> np.ndarray:
@@ -439,17 +152,13 @@ class _Problem:
         return x
 
     def bounds(self):
-        lo = np.where(self.log, np.log(np.maximum(self.lo, _LO)), self.lo)[self.free]
-        hi = np.where(self.log, np.log(np.clip(self.hi, _LO, _HI)), self.hi)[self.free]
+        lo = np.where(self.log, np.log(np.maximum(self.lo, LOWER_BOUND)), self.lo)[self.free]
+        hi = np.where(self.log, np.log(np.clip(self.hi, LOWER_BOUND, _HI)), self.hi)[self.free]
         return lo, hi
 
 
 def _one_blas_thread():
     """Small dense least squares run far faster on one BLAS thread (a context manager)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:                      # optional: only a speed-up
-        return contextlib.nullcontext()
     return threadpool_limits(1, user_api="blas")
 
 
@@ -490,7 +199,7 @@ def _identifiability(problem: _Problem, result, n_data: int, x: np.ndarray, labe
     J = np.asarray(result.jac)[:n_data]
     free_names = [n for n, f in zip(problem.names, problem.free) if f]
     xf = x[problem.free]
-    active = np.array([not (lg and v <= 10 * _LO) for lg, v in zip(problem.log[problem.free], xf)])
+    active = np.array([not (lg and v <= 10 * LOWER_BOUND) for lg, v in zip(problem.log[problem.free], xf)])
     if active.sum() == 0:
         return []
     J = J[:, active]
@@ -548,15 +257,15 @@ def fit_pollux(obs: Observations, *, emit_warnings: bool = True) -> FitResult:
     pinned: dict[str, str] = {}
     acc_ok, acc = _accum_target(obs)
     ac0, bc0 = _compute_guess(obs)
-    x0 = np.array([ac0, bc0, 0.0, 0.0, 0.0, 0.0, 1.5, _LO])
+    x0 = np.array([ac0, bc0, 0.0, 0.0, 0.0, 0.0, 1.5, LOWER_BOUND])
     # network guesses: what the step time adds over compute, by link kind
     tc_guess = ac0 + bc0 * obs.local_bsz
     extra = np.maximum(obs.step - tc_guess, 0.05 * obs.step)
     mn, sm = (obs.n_nodes > 1), (obs.n_nodes == 1) & (obs.n_gpus > 1)
-    x0[2] = float(np.median(extra[mn])) if mn.any() else _LO
-    x0[4] = float(np.median(extra[sm])) if sm.any() else _LO
-    x0[3] = 0.05 * x0[2] if cov["multi_node_gt2"] else _LO
-    x0[5] = 0.05 * x0[4] if cov["single_gt2"] else _LO
+    x0[2] = float(np.median(extra[mn])) if mn.any() else LOWER_BOUND
+    x0[4] = float(np.median(extra[sm])) if sm.any() else LOWER_BOUND
+    x0[3] = 0.05 * x0[2] if cov["multi_node_gt2"] else LOWER_BOUND
+    x0[5] = 0.05 * x0[4] if cov["single_gt2"] else LOWER_BOUND
     free = [True] * 8
     if cov["batches"].size == 1:
         _pin_fixed_compute(obs, cov, acc, acc_ok, x0, free, pinned, "alpha_c", " (Pollux's rule)")
@@ -566,7 +275,7 @@ def fit_pollux(obs: Observations, *, emit_warnings: bool = True) -> FitResult:
                             "per-server contention beta_l pinned to 0 (Pollux's model)")
     if not cov["any_multi"]:
         free[2:7] = [False] * 5
-        x0[2:6] = _LO
+        x0[2:6] = LOWER_BOUND
         x0[6] = 1.0
         for p in names[2:7]:
             pinned[p] = ("no multi-GPU measurement: no network time can be fitted; alpha_r = beta_r = 0, "
@@ -574,23 +283,23 @@ def fit_pollux(obs: Observations, *, emit_warnings: bool = True) -> FitResult:
                          "perfect scaling (optimistic)")
     elif not cov["multi_node"]:
         free[2] = free[3] = False
-        x0[2] = x0[3] = _LO
+        x0[2] = x0[3] = LOWER_BOUND
         pinned["alpha_n"] = pinned["beta_n"] = ("no multi-node measurement: set after the fit by the prior "
                                                 "alpha_n = 1.1 alpha_r, beta_n = 1.1 beta_r")
     elif not cov["multi_node_gt2"]:
         free[3] = False
-        x0[3] = _LO
+        x0[3] = LOWER_BOUND
         pinned["beta_n"] = "no multi-node measurement with more than 2 GPUs: retrogression beta_n pinned to 0"
     if cov["any_multi"] and not cov["single_multi"]:
         free[4] = free[5] = False
-        x0[4] = x0[5] = _LO
+        x0[4] = x0[5] = LOWER_BOUND
         pinned["alpha_r"] = pinned["beta_r"] = ("no single-node multi-GPU measurement: intra-node network "
                                                 "time pinned to 0 (optimistic)")
     elif cov["any_multi"] and not cov["single_gt2"]:
         free[5] = False
-        x0[5] = _LO
+        x0[5] = LOWER_BOUND
         pinned["beta_r"] = "no single-node measurement with more than 2 GPUs: retrogression beta_r pinned to 0"
-    problem = _Problem(names, x0, free, log=[True] * 6 + [False, True], lo=[_LO] * 6 + [1.0, _LO],
+    problem = _Problem(names, x0, free, log=[True] * 6 + [False, True], lo=[LOWER_BOUND] * 6 + [1.0, LOWER_BOUND],
                        hi=[_HI] * 6 + [10.0, _HI])
     n_acc, n_step = int(acc_ok.sum()), obs.n
     w_acc = 1.0 / math.sqrt(max(n_acc, 1))
@@ -612,7 +321,7 @@ def fit_pollux(obs: Observations, *, emit_warnings: bool = True) -> FitResult:
     starts = []
     # beta_l starts near 0 and at a twentieth of the multi-GPU step time (a log-parameter
     # started at its bound moves slowly)
-    bl_starts = (_LO, 0.05 * float(np.median(obs.step[k > 1]))) if free[7] else (x0[7],)
+    bl_starts = (LOWER_BOUND, 0.05 * float(np.median(obs.step[k > 1]))) if free[7] else (x0[7],)
     for g in (1.0 + 1e-3, 2.0, 5.0) if free[6] else (x0[6],):
         for bl in bl_starts:
             s = x0.copy()
@@ -646,9 +355,9 @@ def fit_hops(obs: Observations, *, nonoverlap: float = 0.2, pattern: int | None 
     tc_guess = ac0 + bc0 * obs.local_bsz
     extra = np.maximum(obs.step - tc_guess, 0.05 * obs.step)
     mn, sm = (obs.n_nodes > 1), (obs.n_nodes == 1) & (obs.n_gpus > 1)
-    x0 = np.array([ac0, bc0, 2.0 / 3.0, _LO, _LO, _LO, _LO,
-                   float(np.median(extra[sm])) * 1.5 if sm.any() else _LO,
-                   float(np.median(extra[mn])) if mn.any() else _LO])
+    x0 = np.array([ac0, bc0, 2.0 / 3.0, LOWER_BOUND, LOWER_BOUND, LOWER_BOUND, LOWER_BOUND,
+                   float(np.median(extra[sm])) * 1.5 if sm.any() else LOWER_BOUND,
+                   float(np.median(extra[mn])) if mn.any() else LOWER_BOUND])
     free = [True] * 9
     one_sync = (obs.n_gpus == 1) & np.isfinite(obs.sync)
     if has["update"]:
@@ -677,7 +386,7 @@ def fit_hops(obs: Observations, *, nonoverlap: float = 0.2, pattern: int | None 
     fb = has["forward"] or has["backward"]
     if not cov["any_multi"]:
         free[6] = free[7] = free[8] = False
-        x0[6] = x0[7] = x0[8] = _LO
+        x0[6] = x0[7] = x0[8] = LOWER_BOUND
         pinned["w"] = pinned["c_link"] = pinned["c_net"] = ("no multi-GPU measurement: communication and "
                                                             "synchronisation wait pinned to 0")
         if not fb:
@@ -687,16 +396,16 @@ def fit_hops(obs: Observations, *, nonoverlap: float = 0.2, pattern: int | None 
     else:
         if not cov["single_multi"]:
             free[7] = False
-            x0[7] = _LO
+            x0[7] = LOWER_BOUND
             pinned["c_link"] = ("no single-node multi-GPU measurement: intra-node communication pinned "
                                 "to 0 (optimistic)")
         if not cov["multi_node"]:
             free[8] = False
-            x0[8] = _LO
+            x0[8] = LOWER_BOUND
             pinned["c_net"] = "no multi-node measurement: set after the fit by the prior c_net = 1.1 c_link"
     x0[6] = 1e-6 if free[6] else x0[6]
     problem = _Problem(names, x0, free, log=[True, True, False] + [True] * 6,
-                       lo=[_LO, _LO, 0.0] + [_LO] * 6, hi=[_HI, _HI, 1.0] + [_HI] * 6)
+                       lo=[LOWER_BOUND, LOWER_BOUND, 0.0] + [LOWER_BOUND] * 6, hi=[_HI, _HI, 1.0] + [_HI] * 6)
     b, nn, k = obs.local_bsz, obs.n_nodes, obs.n_gpus
     comp_obs = {c: (np.isfinite(getattr(obs, c)), getattr(obs, c)) for c in ("forward", "backward", "update", "data")
                 if has[c]}

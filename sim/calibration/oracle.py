@@ -55,7 +55,8 @@ from ..cluster import canonical_gpu_type
 from ..errors import ConfigError
 from ..throughput import (DEFAULT_RESTART_DELAY_S, REFERENCE_TYPE, RELATIVE_SPEED, RESTART_DELAY_S,
                           ModelLookup, restart_delay_s)
-from .fit import KINDS, FitResult, PolluxParams, hops_iter_time, params_from_dict, pollux_iter_time
+from .fit import FitResult
+from .models import KINDS, PolluxParams, hops_iter_time, params_from_dict, pollux_iter_time
 
 __all__ = ["write_calibration", "read_calibration", "calibration_toml", "CalibratedThroughput", "FORMAT"]
 

@@ -9,7 +9,7 @@ Split of one (model, GPU type), deterministic (:func:`holdout_split`):
   or the largest (so held-out batch sizes are interpolated, as a scheduler would);
 * the fit sees only rows whose placement and batch size are both kept.
 
-Errors are absolute percentage errors of the step time (:func:`~sim.calibration.fit.ape`).  The
+Errors are absolute percentage errors of the step time (:func:`~sim.calibration.observations.ape`).  The
 target (issue 5) is a median of at most 10% on held-out placements for each model and GPU type;
 the p90 is reported beside it, and the same for held-out batch sizes and for all held-out rows.
 """
@@ -22,7 +22,9 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from .fit import KINDS, Observations, ape, fit, group_observations
+from .fit import fit
+from .models import KINDS
+from .observations import Observations, ape, group_observations
 from .schema import CalibrationWarning
 
 __all__ = ["holdout_split", "holdout_errors", "summarize", "markdown_table", "plot_predicted_vs_measured",

@@ -1,7 +1,7 @@
 """Synthetic measurement tables from known parameters (for tests and for checking a pipeline).
 
-:func:`synthetic_measurements` evaluates a fitted model (:class:`~sim.calibration.fit.PolluxParams`
-or :class:`~sim.calibration.fit.HopsParams`) on a grid of placements and batch sizes and writes the
+:func:`synthetic_measurements` evaluates a fitted model (:class:`~sim.calibration.models.PolluxParams`
+or :class:`~sim.calibration.models.HopsParams`) on a grid of placements and batch sizes and writes the
 rows the measurement schema expects, optionally with multiplicative log-normal noise.  Hops rows
 also carry the component times (forward, backward, update, data).
 """
@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from .fit import HopsParams, PolluxParams
+from .models import HopsParams, PolluxParams
 from .schema import measurements_from_rows
 
 __all__ = ["synthetic_measurements", "DEFAULT_PLACEMENTS", "EXAMPLE_POLLUX", "EXAMPLE_HOPS"]

@@ -1,10 +1,17 @@
 """``clustersim run``: policies side by side on one cluster and workload."""
 from __future__ import annotations
 
+import csv
+import io
+import json
 import sys
 from pathlib import Path
 
-from ..scenario import DEFAULT_CLUSTER, DEFAULT_JOBS, DEFAULT_LOAD, DEFAULT_POLICIES, Scenario
+from ..metrics import SUMMARY_KEYS, compare_table, summary
+from ..scenario import (DEFAULT_CLUSTER, DEFAULT_JOBS, DEFAULT_LOAD, DEFAULT_POLICIES, Scenario, jsonable,
+                        write_outputs)
+
+FORMATS = ("table", "json", "csv")
 
 
 def register(sub) -> None:
@@ -14,11 +21,14 @@ def register(sub) -> None:
     run.add_argument("--workload", default="generate", help="'generate' or a job table (Parquet/CSV)")
     run.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="jobs to generate")
     run.add_argument("--load", type=float, default=DEFAULT_LOAD, help="arrival rate, jobs per hour")
-    run.add_argument("--sizes", choices=("gavel", "philly", "single"), default="gavel")
-    run.add_argument("--durations", choices=("gavel", "philly"), default="gavel")
+    run.add_argument("--sizes", choices=("gavel", "philly", "single"), default="gavel",
+                     help="GPU-request distribution of generated jobs")
+    run.add_argument("--durations", choices=("gavel", "philly"), default="gavel",
+                     help="duration distribution of generated jobs")
     run.add_argument("--policy", default=",".join(DEFAULT_POLICIES), help="NAME[,NAME...]")
-    run.add_argument("--placement", choices=("consolidated", "spread"), default="consolidated")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--placement", choices=("consolidated", "spread"), default="consolidated",
+                     help="placement of every policy")
+    run.add_argument("--seed", type=int, default=0, help="seed of the generated workload")
     run.add_argument("--round", type=float, default=None, dest="round_s",
                      help="scheduling round period in seconds (default: each policy's own)")
     run.add_argument("--restart-delay", type=float, default=None,
@@ -27,27 +37,42 @@ def register(sub) -> None:
                      help="'replay' (trace jobs run their recorded time), a Gavel-format "
                           "throughput JSON, or a calib.toml from clustersim calibrate")
     run.add_argument("--out", type=Path, default=None, help="write summary.json, jobs and plots here")
-    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--format", choices=FORMATS, default="table",
+                     help="summary on stdout: an aligned table, or JSON / CSV for other programs "
+                          "(the other lines then go to stderr)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_run)
 
 
 def _run(args) -> None:
-    from ..metrics import compare_table, summary
-    from ..scenario import write_outputs
-
     sc = Scenario(cluster=args.cluster, workload=args.workload, jobs=args.jobs, load=args.load,
                   sizes=args.sizes, durations=args.durations,
                   policies=tuple(p.strip() for p in args.policy.split(",") if p.strip()),
                   placement=args.placement, seed=args.seed, round_s=args.round_s,
                   restart_delay_s=args.restart_delay, throughputs=args.throughputs,
                   progress=not args.no_progress and sys.stderr.isatty())
+    info = sys.stdout if args.format == "table" else sys.stderr
     cluster, table, _ = sc.build()
-    print(f"cluster: {cluster.describe()}")
-    print(f"workload: {len(table)} jobs ({args.workload}), seed {args.seed}")
+    print(f"cluster: {cluster.describe()}", file=info)
+    print(f"workload: {len(table)} jobs ({args.workload}), seed {args.seed}", file=info)
     results = sc.run(built=(cluster, table, _))
     if args.out is not None:
         summaries = write_outputs(results, args.out, sc)
-        print(f"wrote {args.out}/summary.json, per-policy jobs.parquet and plots")
+        print(f"wrote {args.out}/summary.json, per-policy jobs.parquet and plots", file=info)
     else:
         summaries = {name: summary(res) for name, res in results.items()}
-    print(compare_table(summaries))
+    sys.stdout.write(render(summaries, args.format))
+
+
+def render(summaries: dict, fmt: str) -> str:
+    """Policy -> summary as text: "table" (aligned), "json" (an object per policy) or "csv"."""
+    if fmt == "table":
+        return compare_table(summaries) + "\n"
+    if fmt == "json":
+        return json.dumps(jsonable(summaries), indent=2) + "\n"
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["policy", *SUMMARY_KEYS])
+    for name, s in summaries.items():
+        writer.writerow([name, *(s[k] for k in SUMMARY_KEYS)])
+    return out.getvalue()

@@ -9,8 +9,10 @@ The engine only knows iterations.  This package keeps everything about *learning
   gradient noise scale;
 * :mod:`sim.learning.logits_trace`: an Arrow IPC "logits trace" (model, epoch, worker,
   logits) read into per-worker entropy batched per epoch event, and a synthetic generator;
-* :mod:`sim.learning.dynamics`: per-job learning specs (which profile, iterations or
-  time-to-accuracy) and the per-job / per-worker learning state a policy carries.
+* :mod:`sim.learning.spec`: the dynamics' knobs and per-job learning specs (which profile,
+  iterations or time-to-accuracy);
+* :mod:`sim.learning.dynamics`: the per-job / per-worker learning state a policy carries, over
+  the Numba kernels of :mod:`sim.learning._kernels`.
 """
 from __future__ import annotations
 

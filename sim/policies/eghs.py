@@ -62,8 +62,8 @@ from ..errors import ConfigError
 from ..learning.dynamics import DynamicsConfig, LearningSpec, LearningState
 from ..placement import PLACEMENT_MODES, changed_jobs, greedy_place
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState
-from . import register
 from .base import Policy, stable_order
+from .registry import register
 
 _ORDERINGS = ("usrpt", "utility")
 

@@ -31,7 +31,6 @@ import time
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -66,14 +65,8 @@ class CellOutcome:
     wall_s: float = 0.0
 
 
-@lru_cache(maxsize=1)
-def _oracle():
-    from ..throughput import TableThroughput
-    return TableThroughput.builtin()
-
-
 def _cluster(cell: Cell):
-    from ..cluster import load_cluster
+    from ..presets import load_cluster
     if "cluster" in cell.paths:
         return load_cluster(Path(cell.paths["cluster"]))
     return load_cluster(cell.params["cluster"])
@@ -147,10 +140,11 @@ def run_cell(cell: Cell) -> tuple[dict, pa.Table]:
     from ..engine import EngineConfig, simulate
     from ..metrics import jobs_table, summary
     from ..policies import get_policy
+    from ..throughput import default_oracle
 
     t0 = time.perf_counter()
     p = cell.params
-    oracle = _oracle()
+    oracle = default_oracle()
     cluster = _cluster(cell)
     table, rate = build_workload(cell, cluster, oracle)
     policy = get_policy(p["policy"], **p["policy_params"])

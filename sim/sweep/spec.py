@@ -252,7 +252,7 @@ def _cluster_source(ctx: _Ctx, spec: str, base_dir: Path | None) -> tuple[str, P
 
 def parse_spec(doc: dict, source: str = "<spec>", base_dir: Path | None = None) -> SweepSpec:
     """Validate a parsed TOML document and expand it into cells (see the module docstring)."""
-    from ..cluster import load_cluster
+    from ..presets import load_cluster
     from ..placement import PLACEMENT_MODES
     from ..policies import list_policies
 
@@ -451,11 +451,11 @@ def parse_spec(doc: dict, source: str = "<spec>", base_dir: Path | None = None) 
 def _check_gpu_types(cluster) -> None:
     """Every GPU type of the cluster must be known to the built-in throughput oracle."""
     import numpy as np
-    from .cells import _oracle
+    from ..throughput import default_oracle
 
     k = len(cluster.gpu_types)
     one = np.ones(k, np.int64)
-    _oracle().rates(np.zeros(k, np.int64), one, one, np.left_shift(1, np.arange(k, dtype=np.int64)),
+    default_oracle().rates(np.zeros(k, np.int64), one, one, np.left_shift(1, np.arange(k, dtype=np.int64)),
                     np.ones(k), cluster.gpu_types)
 
 
