@@ -152,7 +152,8 @@ class _Kernel:
     def step(self) -> int:
         return self._check(lib.sk_engine_step(self.ptr, self.batch), "sk_engine_step")
 
-    def snapshot(self, cluster: Cluster, jobs: JobSpecs, queued_only: bool = False) -> SchedState:
+    def snapshot(self, cluster: Cluster, jobs: JobSpecs, queued_only: bool = False,
+                 oracle=None) -> SchedState:
         """The SchedState of the current decision point, in one kernel call."""
         b, p = self._buf, self._ptr
         na, ne = self._sizes
@@ -173,7 +174,8 @@ class _Kernel:
                           remaining=b["remaining"][:k].copy(), attained_gpu_s=b["attained"][:k].copy(),
                           run_s=b["run"][:k].copy(), queued_since=b["queued_since"][:k].copy(),
                           pl_indptr=b["indptr"][:k + 1].copy(), pl_nodes=self._pl_nodes[:m].copy(),
-                          pl_counts=self._pl_counts[:m].copy(), node_free=self.node_free().copy())
+                          pl_counts=self._pl_counts[:m].copy(), node_free=self.node_free().copy(),
+                          oracle=oracle)
 
     def apply(self, ids, indptr, nodes, counts, rates) -> None:
         ids, indptr = np.ascontiguousarray(ids, np.int64), np.ascontiguousarray(indptr, np.int64)
@@ -306,7 +308,7 @@ class _Run:
         if self.lone_mode is not None and k.batch.reasons == ARRIVAL and k.counters()[1] == 1 \
                 and self._place_lone_arrival():
             return None
-        state = k.snapshot(self.cluster, self.jobs, self.queued_view)
+        state = k.snapshot(self.cluster, self.jobs, self.queued_view, self.oracle)
         t_call = time.perf_counter()
         plan = self.policy.schedule(state)
         self.latencies.append(time.perf_counter() - t_call)
