@@ -42,7 +42,7 @@ def list_policies() -> dict[str, str]:
 
 
 def _load_builtins() -> None:
-    from . import eghs, queue, tiresias  # noqa: F401  (registration side effect)
+    from . import eghs, gavel, queue, tiresias  # noqa: F401  (registration side effect)
 
 
 __all__ = ["Policy", "register", "get_policy", "list_policies"]
