@@ -61,6 +61,8 @@ class GavelRounds(Policy):
     shuffle_types: ClassVar[bool] = False
     #: skip jobs whose priority is 0 (Gavel does so for FIFO only)
     skip_zero_priority: ClassVar[bool] = False
+    #: a job runs on one GPU type only, so it may not ask for more GPUs than a type has
+    single_type_jobs: ClassVar[bool] = True
 
     def __init__(self, placement: str = "consolidated", time_per_round_s: float = 360.0,
                  reset_interval_s: float = 1920.0, seed: int = 0, solver: str = "ipm"):
