@@ -11,6 +11,7 @@ still never runs a job where its real throughput is 0.
 """
 from __future__ import annotations
 
+import random
 from typing import ClassVar
 
 import numpy as np
@@ -158,40 +159,93 @@ class GavelIsolated(_GavelLP):
 
 
 class _Fifo(GavelRounds):
-    """Gavel's ``fifo.py``: jobs by arrival (job id) get a whole type each while it has room;
-    head-of-line blocking.  Agnostic mode keeps a job's type until it finishes and draws it
-    at random (seeded) among the types with room; ``-perf`` re-decides at every allocation
-    and takes the fastest type with room."""
+    """Gavel's ``fifo.py``: jobs by arrival (job id) get a whole GPU type each, head-of-line
+    blocking.  Types are visited in name order, as Gavel sorts them.
+
+    ``-perf`` re-decides at every allocation and takes the fastest type with room for the
+    job.  The agnostic mode keeps a job's type until it finishes; a finishing job's type goes
+    to the queue head if it fits there.  For the others, ``type_rule`` says how the type is
+    chosen: ``"gavel-code"`` (default) does what Gavel's code does -- it draws a random index
+    among the types with room (``random.Random(seed)``) but then uses the *last* type in name
+    order that has any free GPU, which may over-commit that type (the round mechanism then
+    leaves what does not fit waiting); ``"random"`` uses the drawn type, which is what the code
+    means to do (docs/gavel.md)."""
 
     skip_zero_priority = True
     perf: ClassVar[bool] = False
+    TYPE_RULES: ClassVar[tuple] = ("gavel-code", "random")
+
+    def __init__(self, placement: str = "consolidated", time_per_round_s: float = 360.0,
+                 reset_interval_s: float = 1920.0, seed: int = 0, solver: str = "ipm",
+                 type_rule: str = "gavel-code"):
+        if type_rule not in self.TYPE_RULES:
+            raise ConfigError(f"policy {self.name}: unknown type_rule {type_rule!r}; choose "
+                              f"from {list(self.TYPE_RULES)}")
+        self.type_rule = type_rule
+        super().__init__(placement, time_per_round_s, reset_interval_s, seed, solver)
+
+    def params(self):
+        return {**super().params(), "type_rule": self.type_rule}
 
     def _reset_run(self, state):
         n = 0 if state is None else len(state.jobs)
         self.fifo_type = np.full(n, -1, np.int64)
-        self._rng = np.random.default_rng(self.seed)
+        self._rng = random.Random(self.seed)
 
     def allocation(self, state, thr):
         ids, c = state.active, state.cluster
         scale = state.demand.astype(np.int64)
         avail = np.bincount(c.node_type, weights=c.node_gpus,
                             minlength=len(c.gpu_types)).astype(np.int64)
-        kept = self.fifo_type[ids] if not self.perf else np.full(ids.size, -1)
-        self.fifo_type[:] = -1
+        kept = np.full(ids.size, -1, np.int64) if self.perf else self.fifo_type[ids]
+        queue = list(np.flatnonzero(kept < 0))          # job-id order (active is sorted)
+        if not self.perf:
+            self._refill_finished(state, kept, queue, thr)
         np.subtract.at(avail, kept[kept >= 0], scale[kept >= 0])
-        for i in np.flatnonzero(kept < 0):      # queue in job-id order (active is sorted)
-            room = np.flatnonzero(avail >= scale[i])
-            if room.size == 0:
+        by_name = sorted(range(len(c.gpu_types)), key=lambda t: c.gpu_types[t])
+        open_types = [t for t in by_name if avail[t] > 0]
+        while queue and open_types:
+            i = queue.pop(0)
+            room = [k for k, t in enumerate(open_types) if avail[t] >= scale[i]]
+            if not room:
                 break
-            t = room[np.argmax(thr[i, room])] if self.perf else room[self._rng.integers(room.size)]
+            k = self._pick(room, open_types, thr[i])
+            t = open_types[-1] if self.type_rule == "gavel-code" and not self.perf else open_types[k]
             if thr[i, t] > 0:
                 kept[i] = t
                 avail[t] -= scale[i]
+                if avail[t] == 0:
+                    open_types.pop(k)
+        self.fifo_type[:] = -1
         self.fifo_type[ids] = kept
         x = np.zeros(thr.shape)
         on = kept >= 0
         x[np.flatnonzero(on), kept[on]] = 1.0
         return x
+
+    def _pick(self, room, open_types, thr_row) -> int:
+        """Index into ``open_types``: the fastest with room (perf) or a random draw."""
+        if self.perf:
+            return max(room, key=lambda k: (thr_row[open_types[k]], -k))
+        return room[self._rng.randrange(len(room))]
+
+    def _refill_finished(self, state, kept, queue, thr) -> None:
+        """Agnostic mode, Gavel's pass over the jobs holding a type (by job id): a running
+        job takes its GPUs off the type's free count, a finished one hands its type to the
+        queue head if the head fits in what is free so far."""
+        ids, demand = state.active, state.jobs.demand
+        c = state.cluster
+        left = np.bincount(c.node_type, weights=c.node_gpus,
+                           minlength=len(c.gpu_types)).astype(np.int64)
+        pos = {int(j): k for k, j in enumerate(ids)}
+        for j in np.flatnonzero(self.fifo_type >= 0):
+            t = self.fifo_type[j]
+            if int(j) in pos:
+                left[t] -= demand[j]
+            elif queue and demand[ids[queue[0]]] <= left[t] and thr[queue[0], t] > 0:
+                i = queue.pop(0)
+                kept[i] = t
+                left[t] -= demand[ids[i]]
 
 
 @register
