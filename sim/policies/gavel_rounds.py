@@ -26,7 +26,8 @@ turns it into placements round by round, as Gavel's simulator does:
 * **Placement**: per type, largest scale factor first; a job that ran on this type keeps its
   GPUs if they are still free (lease extension), others take free GPUs walking the type's
   servers in cluster order with one pointer (Gavel's strided assignment).  A job never mixes
-  types and never runs where its throughput is 0.
+  types and never runs where its throughput is 0.  (``placement`` is accepted, as by every
+  policy, but Gavel's walk decides the servers whatever its value.)
 
 Left out (docs/gavel.md): integral steps per round (Gavel runs ``int(throughput * 360)``
 steps, so its rounds end up to one iteration early), space sharing (packing), the EMA of
