@@ -120,7 +120,8 @@ class _Kernel:
     def step(self) -> int:
         return self._check(lib.sk_engine_step(self.ptr, self.batch), "sk_engine_step")
 
-    def snapshot(self, cluster: Cluster, jobs: JobSpecs, queued_only: bool = False) -> SchedState:
+    def snapshot(self, cluster: Cluster, jobs: JobSpecs, queued_only: bool = False,
+                 oracle=None) -> SchedState:
         """The SchedState of the current decision point, in one kernel call."""
         b, p = self._buf, self._ptr
         na, ne = self._sizes
@@ -141,7 +142,8 @@ class _Kernel:
                           remaining=b["remaining"][:k].copy(), attained_gpu_s=b["attained"][:k].copy(),
                           run_s=b["run"][:k].copy(), queued_since=b["queued_since"][:k].copy(),
                           pl_indptr=b["indptr"][:k + 1].copy(), pl_nodes=self._pl_nodes[:m].copy(),
-                          pl_counts=self._pl_counts[:m].copy(), node_free=self.node_free().copy())
+                          pl_counts=self._pl_counts[:m].copy(), node_free=self.node_free().copy(),
+                          oracle=oracle)
 
     def apply(self, ids, indptr, nodes, counts, rates) -> None:
         ids, indptr = np.ascontiguousarray(ids, np.int64), np.ascontiguousarray(indptr, np.int64)
@@ -305,7 +307,7 @@ class _Run:
                 and self._place_lone_arrival():
             return None
         t_snap = time.perf_counter()
-        state = k.snapshot(self.cluster, self.jobs, self.queued_view)
+        state = k.snapshot(self.cluster, self.jobs, self.queued_view, self.oracle)
         t_call = time.perf_counter()
         plan = self.policy.schedule(state)
         t_done = time.perf_counter()

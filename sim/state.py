@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ._native import lib
 from .cluster import Cluster
+from .errors import ConfigError
 
 # decision reasons (bits): SK_WHY_* of csrc/sk_engine.h, read from the compiled module
 ARRIVAL = lib.SK_WHY_ARRIVAL
@@ -56,10 +58,29 @@ class SchedState:
     pl_nodes: np.ndarray        # int32
     pl_counts: np.ndarray       # int32
     node_free: np.ndarray | None = None  # int32 free GPUs per node now
+    #: the run's throughput oracle (sim.throughput.ThroughputOracle), None if not given
+    oracle: object | None = None
 
     @property
     def demand(self) -> np.ndarray:
         return self.jobs.demand[self.active]
+
+    @cached_property
+    def type_throughputs(self) -> np.ndarray:
+        """float64 [n_active, n_types]: each active job's rate (iterations/s) on each GPU type
+        of the cluster alone, at its requested GPU count, consolidated on one server of speed 1
+        (Gavel's throughput matrix; 0 where the model cannot run).  Computed once per state
+        with one vectorized ``oracle.rates`` call."""
+        if self.oracle is None:
+            raise ConfigError("this policy needs the throughput oracle in its SchedState "
+                              "(SchedState.oracle is None)")
+        n, t = self.active.shape[0], len(self.cluster.gpu_types)
+        model = np.repeat(self.jobs.model[self.active].astype(np.int64), t)
+        ngpu = np.repeat(self.demand.astype(np.int64), t)
+        mask = np.tile(np.left_shift(np.int64(1), np.arange(t, dtype=np.int64)), n)
+        rates = self.oracle.rates(model, ngpu, np.ones(n * t, np.int64), mask, np.ones(n * t),
+                                  self.cluster.gpu_types)
+        return np.asarray(rates, float).reshape(n, t)
 
     @property
     def running(self) -> np.ndarray:

@@ -144,7 +144,8 @@ def reference_run(cluster, jobs, policy, oracle, round_s):
                 break
         if done == n:
             break
-        state = _state(now, reasons, cluster, jobs, js, cap, used, getattr(policy, "view", "all"))
+        state = _state(now, reasons, cluster, jobs, js, cap, used, getattr(policy, "view", "all"),
+                       oracle)
         plan = policy.schedule(state)
         _apply(now, state, plan, js, used, cap, oracle, cluster, push)
         if plan.wakeup is not None and plan.wakeup > now:
@@ -157,7 +158,7 @@ def reference_run(cluster, jobs, policy, oracle, round_s):
     }
 
 
-def _state(now, reasons, cluster, jobs, js, cap, used, view="all"):
+def _state(now, reasons, cluster, jobs, js, cap, used, view="all", oracle=None):
     listed = ("queued",) if view == "queued" else ("queued", "running")
     active = [i for i, j in enumerate(js) if j.state in listed]
     live = [js[i].live(now) for i in active]        # reading never writes
@@ -179,7 +180,7 @@ def _state(now, reasons, cluster, jobs, js, cap, used, view="all"):
                                for i in active]),
         pl_indptr=np.array(indptr, np.int64), pl_nodes=np.array(nodes, np.int32),
         pl_counts=np.array(counts, np.int32),
-        node_free=np.array([c - u for c, u in zip(cap, used)], np.int32))
+        node_free=np.array([c - u for c, u in zip(cap, used)], np.int32), oracle=oracle)
 
 
 def _oracle_rate(state, i, placement, oracle, cluster):

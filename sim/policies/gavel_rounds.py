@@ -1,0 +1,337 @@
+"""Gavel's round-based mechanism (algorithms.md §5.7; gavel ``scheduler/scheduler.py``).
+
+A policy computes an allocation matrix ``X`` (time fractions, jobs x GPU types); this module
+turns it into placements round by round, as Gavel's simulator does:
+
+* **Rounds** of ``time_per_round_s`` (Gavel's ``time_per_iteration``, 360 s).  The policy
+  keeps its own round clock (engine timers), because Gavel's rounds are not a fixed grid: a
+  round ends early when every job dispatched in it has finished, and an idle cluster starts a
+  round at the next arrival.  Arrivals and completions inside a round change nothing until the
+  round ends (the freed GPUs stay idle, as in Gavel).
+* **Time received**: each job starts with ``time_per_round_s / 2`` on every type (Gavel's
+  "initial time"); a round adds the time the job ran (to the round end, or to its completion)
+  to the job's counter and to its type's total.
+* **Resets and allocation**: when the job set has changed and at least ``reset_interval_s``
+  (Gavel's ``minimum_time_between_allocation_resets``, 1920 s) passed since the last reset --
+  or the last reset happened at time 0, Gavel's quirk -- deficits accumulate ``X * elapsed -
+  received``, counters restart at the initial time, and the allocation is recomputed.  A job
+  that arrived since has no allocation until then: it is not placed, even on idle GPUs.
+* **Priorities** per type: ``X / fraction`` (fraction = job's time / type's time), ``X * 1e9``
+  while the type's total is 0, 0 where the job's throughput is 0 or it has no allocation.
+* **Selection**: types in order (the cluster's order for ``_perf`` policies -- gavel-108:
+  v100, p100, k80, Gavel's hard-coded list --, shuffled each round with ``random.Random(seed +
+  5)`` for the agnostic ones, as Gavel), each type's jobs by (priority, deficit, allocation)
+  descending; a job is taken if not taken yet, its throughput there is > 0 (FIFO: its priority
+  too) and its scale factor fits in the type's GPUs left.
+* **Placement**: per type, largest scale factor first; a job that ran on this type keeps its
+  GPUs if they are still free (lease extension), others take free GPUs walking the type's
+  servers in cluster order with one pointer (Gavel's strided assignment).  A job never mixes
+  types and never runs where its throughput is 0.  (``placement`` is accepted, as by every
+  policy, but Gavel's walk decides the servers whatever its value.)
+
+Left out (docs/gavel.md): integral steps per round (Gavel runs ``int(throughput * 360)``
+steps, so its rounds end up to one iteration early), space sharing (packing), the EMA of
+measured throughputs (Gavel applies it only on a physical cluster; its simulator reads the
+oracle), and the physical mode's mid-round recomputation.
+
+Per-job memory lives in numpy arrays indexed by job id; a policy object remembers one run and
+starts afresh on a different JobSpecs or when time goes backwards.
+"""
+from __future__ import annotations
+
+import random
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import ConfigError, SimError
+from ..state import ARRIVAL, COMPLETION, Plan, SchedState
+from .base import Policy
+from .gavel_lp import check_solver
+
+#: Gavel's priority for a job on a type whose time total is still 0 (``allocation * 1e9``)
+UNRUN_PRIORITY = 1.0e9
+
+
+class GavelRounds(Policy):
+    """Gavel's round mechanism around an allocation; subclasses define :meth:`allocation`."""
+
+    triggers: ClassVar[int] = ARRIVAL | COMPLETION
+    preemptive = True
+    #: walk GPU types in a seeded random order each round (Gavel: policies without "Perf")
+    shuffle_types: ClassVar[bool] = False
+    #: skip jobs whose priority is 0 (Gavel does so for FIFO only)
+    skip_zero_priority: ClassVar[bool] = False
+    #: a job runs on one GPU type only, so it may not ask for more GPUs than a type has
+    single_type_jobs: ClassVar[bool] = True
+
+    def __init__(self, placement: str = "consolidated", time_per_round_s: float = 360.0,
+                 reset_interval_s: float = 1920.0, seed: int = 0, solver: str = "ipm"):
+        super().__init__(placement)
+        self.time_per_round_s = _positive(self.name, "time_per_round_s", time_per_round_s)
+        self.reset_interval_s = _positive(self.name, "reset_interval_s", reset_interval_s, zero=True)
+        self.seed = int(seed)
+        self.solver = check_solver(solver)
+        self._reset(None)
+
+    def allocation(self, state: SchedState, thr: np.ndarray) -> np.ndarray:
+        """X [n_active, n_types] for the jobs of ``state`` (``thr``: state.type_throughputs)."""
+        raise NotImplementedError
+
+    def params(self) -> dict:
+        return {**super().params(), "time_per_round_s": self.time_per_round_s,
+                "reset_interval_s": self.reset_interval_s, "seed": self.seed,
+                "solver": self.solver}
+
+    # -- per-run memory -------------------------------------------------------------
+    def _reset(self, state: SchedState | None) -> None:
+        n = 0 if state is None else len(state.jobs)
+        m = 0 if state is None else len(state.cluster.gpu_types)
+        self._jobs = None if state is None else state.jobs
+        self._now = -np.inf
+        self.member = np.zeros(n, bool)          # in the job set (seen, not finished)
+        self.time_so_far = np.zeros((n, m))      # Gavel's _job_time_so_far
+        self.deficit = np.zeros((n, m))
+        self.alloc = np.zeros((n, m))
+        self.in_alloc = np.zeros(n, bool)
+        self.ran_on = np.full(n, -1, np.int64)   # type dispatched on this round, -1 none
+        self.worker_time = np.zeros(m)           # Gavel's _worker_time_so_far
+        self.last_reset = 0.0
+        self.need_update = False
+        self.round_start = -np.inf
+        self.round_end: float | None = None
+        self._shuffler = random.Random(self.seed + 5)
+        self.rounds = 0
+        self.resets = 0
+        self.lease_extensions = 0
+        self._reset_run(state)
+
+    def _reset_run(self, state: SchedState | None) -> None:
+        """Subclass hook: per-run memory of the allocation policy."""
+
+    # -- entry point -------------------------------------------------------------------
+    def schedule(self, state: SchedState) -> Plan:
+        if self._jobs is not state.jobs or state.now < self._now:
+            self._reset(state)
+        self._now = now = state.now
+        self._credit_finished(state)
+        boundary = (self.round_end is None or now >= self.round_end * (1 - 1e-12)
+                    or not state.running.any())
+        if not boundary:
+            return Plan(state.pl_indptr, state.pl_nodes, state.pl_counts)
+        return self._round(state)
+
+    # -- one round ---------------------------------------------------------------------
+    def _round(self, state: SchedState) -> Plan:
+        now, ids = state.now, state.active
+        self._credit_running(state)
+        thr = state.type_throughputs
+        self._join(state, thr)
+        if not state.running.any() and not (state.jobs.arrival > now).any():
+            self.last_reset = 0.0          # Gavel forces a reset when nothing runs or comes
+        self._maybe_reset(state, thr)
+        pri = self._priorities(ids, thr)
+        order = self._type_order(len(state.cluster.gpu_types))
+        chosen_type = self._select(state, thr, pri, order)
+        nodes, counts, owner = self._assign(state, chosen_type, order)
+        self.rounds += 1
+        self.ran_on[ids] = -1
+        placed = np.unique(owner)
+        self.ran_on[ids[placed]] = chosen_type[placed]
+        self.round_start = now
+        if placed.size == 0:
+            self.round_end = None
+            if ids.size and not (state.jobs.arrival > now).any():
+                raise SimError(f"policy {self.name}: no active job can be scheduled at t={now} "
+                               f"(first: job {int(ids[0])}) and no job is left to arrive")
+            return _plan(ids.size, owner, nodes, counts)
+        self.round_end = now + self.time_per_round_s
+        plan = _plan(ids.size, owner, nodes, counts)
+        return Plan(plan.indptr, plan.nodes, plan.counts, wakeup=self.round_end)
+
+    def _credit_finished(self, state: SchedState) -> None:
+        """Jobs dispatched this round that have finished: their time counts for their type."""
+        ran = np.flatnonzero(self.ran_on >= 0)
+        if ran.size == 0:
+            return
+        gone = ran[~np.isin(ran, state.active)]
+        if gone.size:
+            np.add.at(self.worker_time, self.ran_on[gone], state.now - self.round_start)
+            self.ran_on[gone] = -1
+            self.member[gone] = False
+            self.need_update = True
+
+    def _credit_running(self, state: SchedState) -> None:
+        ids = state.active
+        t = self.ran_on[ids]
+        on = t >= 0
+        if on.any():
+            dt = state.now - self.round_start
+            self.time_so_far[ids[on], t[on]] += dt
+            np.add.at(self.worker_time, t[on], dt)
+        gone = np.flatnonzero(self.member)
+        gone = gone[~np.isin(gone, ids)]
+        if gone.size:                     # finished without being dispatched this round
+            self.member[gone] = False
+            self.need_update = True
+
+    def _join(self, state: SchedState, thr: np.ndarray) -> None:
+        ids = state.active
+        new = ~self.member[ids]
+        if not new.any():
+            return
+        _validate_jobs(self.name, state, thr, new)
+        nid = ids[new]
+        self.member[nid] = True
+        self.time_so_far[nid] = self.time_per_round_s / 2.0
+        self.deficit[nid] = 0.0
+        self.need_update = True
+
+    def _maybe_reset(self, state: SchedState, thr: np.ndarray) -> None:
+        now, ids = state.now, state.active
+        due = now - self.last_reset >= self.reset_interval_s or self.last_reset == 0.0
+        if not (self.need_update and due):
+            return
+        elapsed = now - self.last_reset
+        received = self.time_so_far[ids] - self.time_per_round_s / 2.0
+        should = np.where(self.in_alloc[ids, None], self.alloc[ids] * elapsed, 0.0)
+        self.deficit[ids] += should - received
+        self.time_so_far[ids] = self.time_per_round_s / 2.0
+        self.worker_time[:] = ids.size * self.time_per_round_s / 2.0
+        self.last_reset = now
+        self.in_alloc[:] = False
+        if ids.size:
+            self.alloc[ids] = self.allocation(state, thr)
+            self.in_alloc[ids] = True
+        self.need_update = False
+        self.resets += 1
+
+    def _priorities(self, ids: np.ndarray, thr: np.ndarray) -> np.ndarray:
+        x = self.alloc[ids]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(self.worker_time > 0, self.time_so_far[ids] / self.worker_time, 0.0)
+            pri = np.where(frac > 0, x / frac, x * UNRUN_PRIORITY)
+        pri = np.where((x > 0) & (thr <= 0), 0.0, pri)
+        return np.where(self.in_alloc[ids, None], pri, 0.0)
+
+    def _type_order(self, m: int) -> list[int]:
+        order = list(range(m))
+        if self.shuffle_types:
+            self._shuffler.shuffle(order)
+        return order
+
+    def _select(self, state: SchedState, thr, pri, order) -> np.ndarray:
+        """Gavel's greedy pass over the per-type sorted queues: the type each job runs on."""
+        ids, c = state.active, state.cluster
+        scale = state.demand.astype(np.int64)
+        left = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types)).astype(np.int64)
+        chosen = np.full(ids.size, -1, np.int64)
+        x, d = self.alloc[ids], self.deficit[ids]
+        for t in order:
+            queue = np.lexsort((-x[:, t], -d[:, t], -pri[:, t]))
+            ok = (thr[queue, t] > 0) & ((pri[queue, t] > 0) | (not self.skip_zero_priority))
+            for i in queue[ok]:
+                if left[t] == 0:
+                    break
+                if chosen[i] < 0 and scale[i] <= left[t]:
+                    chosen[i] = t
+                    left[t] -= scale[i]
+        return chosen
+
+    def _assign(self, state: SchedState, chosen: np.ndarray, order) -> tuple:
+        """GPUs for the chosen jobs: lease extension first, then the strided walk."""
+        c, ids = state.cluster, state.active
+        free = c.node_gpus.astype(np.int64).copy()
+        prev_type, prev = _previous_placements(state)
+        scale = state.demand.astype(np.int64)
+        nodes, counts, owner = [], [], []
+        for t in order:
+            jobs = np.flatnonzero(chosen == t)
+            jobs = jobs[np.argsort(-scale[jobs], kind="stable")]
+            servers = np.flatnonzero(c.node_type == t)
+            ptr = 0
+            for sf in np.unique(scale[jobs])[::-1]:
+                group = jobs[scale[jobs] == sf]
+                kept = set()
+                for i in group[prev_type[group] == t]:
+                    pn, pc = prev[i]
+                    if np.all(free[pn] >= pc):
+                        free[pn] -= pc
+                        nodes += list(pn)
+                        counts += list(pc)
+                        owner += [i] * len(pn)
+                        kept.add(int(i))
+                        self.lease_extensions += 1
+                for i in group:
+                    if int(i) in kept or not self.in_alloc[ids[i]]:
+                        continue
+                    need = int(sf)
+                    while need > 0:
+                        if ptr >= servers.size:
+                            raise SimError(f"policy {self.name}: could not assign {int(sf)} "
+                                           f"GPUs to job {int(ids[i])}")
+                        node = servers[ptr]
+                        take = min(need, int(free[node]))
+                        if take:
+                            free[node] -= take
+                            nodes.append(int(node))
+                            counts.append(take)
+                            owner.append(int(i))
+                            need -= take
+                        if free[node] == 0:
+                            ptr += 1
+        return (np.asarray(nodes, np.int32), np.asarray(counts, np.int32),
+                np.asarray(owner, np.int64))
+
+
+def _previous_placements(state: SchedState):
+    """(type each active job ran on, -1 if none or mixed; per job (nodes, counts))."""
+    c = state.cluster
+    lens = np.diff(state.pl_indptr)
+    job_of = np.repeat(np.arange(lens.size), lens)
+    types = c.node_type[state.pl_nodes] if state.pl_nodes.size else np.zeros(0, np.int64)
+    lo = np.full(lens.size, np.iinfo(np.int64).max)
+    hi = np.full(lens.size, -1)
+    np.minimum.at(lo, job_of, types)
+    np.maximum.at(hi, job_of, types)
+    prev_type = np.where((lens > 0) & (lo == hi), hi, -1)
+    prev = {int(i): (state.pl_nodes[state.pl_indptr[i]:state.pl_indptr[i + 1]],
+                     state.pl_counts[state.pl_indptr[i]:state.pl_indptr[i + 1]])
+            for i in np.flatnonzero(prev_type >= 0)}
+    return prev_type, prev
+
+
+def _plan(n: int, owner: np.ndarray, nodes: np.ndarray, counts: np.ndarray) -> Plan:
+    order = np.argsort(owner, kind="stable")
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(owner, minlength=n), out=indptr[1:])
+    return Plan(indptr, nodes[order], counts[order])
+
+
+def _validate_jobs(name: str, state: SchedState, thr: np.ndarray, new: np.ndarray) -> None:
+    """New jobs must be able to run somewhere: throughput > 0 on a type with enough GPUs."""
+    c = state.cluster
+    cap = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types))
+    runnable = (thr > 0) & (state.demand[:, None] <= cap[None, :])
+    bad = np.flatnonzero(new & ~runnable.any(axis=1))
+    if bad.size:
+        i = int(bad[0])
+        j = int(state.active[i])
+        if not (thr[i] > 0).any():
+            why = "its throughput is 0 on every GPU type of the cluster"
+        else:
+            why = (f"it asks for {int(state.demand[i])} GPUs, more than any GPU type it can run "
+                   f"on has ({', '.join(f'{t}: {int(n)}' for t, n in zip(c.gpu_types, cap))})")
+        raise ConfigError(f"policy {name}: job {j} cannot be scheduled: {why} "
+                          f"({bad.size} such jobs)")
+
+
+def _positive(name: str, what: str, value, zero: bool = False) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"policy {name}: {what} must be a number, got {value!r}") from None
+    if not np.isfinite(v) or v < 0 or (v == 0 and not zero):
+        raise ConfigError(f"policy {name}: {what} must be finite and {'>=' if zero else '>'} 0, "
+                          f"got {value!r}")
+    return v

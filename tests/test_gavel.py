@@ -1,0 +1,234 @@
+"""Gavel's LPs, round mechanism and policies (sim/policies/gavel*.py), on hand-worked toys."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine_helpers import LinearOracle, specs
+from sim.cluster import Cluster
+from sim.presets import load_cluster
+from sim.engine import EngineConfig, simulate
+from sim.errors import ConfigError
+from sim.metrics import summary
+from sim.policies import get_policy, list_policies
+from sim.policies.gavel_lp import (AllocationLP, _gavel_bisection, finish_time_fair_allocation,
+                                   isolated_allocation, makespan_allocation,
+                                   proportional_allocation)
+from sim.state import SchedState
+from sim.throughput import TableThroughput
+from sim.workload import generate_workload
+
+GAVEL = sorted(p for p in list_policies() if p.startswith("gavel-"))
+
+
+def _y(thr, x):
+    return np.sum(thr * x, axis=1)
+
+
+# -- the LPs, two jobs on one V100 and one K80 ------------------------------------------
+ONE_EACH = np.array([1.0, 1.0])
+
+
+def test_max_min_fairness_perf_with_weights_by_hand():
+    # both jobs run 4 it/s on the V100, 1 on the K80; job B has priority weight 2.
+    # Every GPU is used and rows sum to 1, so a1 + a2 = 1, b1 = 1 - a1, b2 = a1:
+    # y_A = 1 + 3 a1, y_B = 4 - 3 a1; max-min of y/(w * 2.5) equalizes y_A = y_B / 2,
+    # a1 = 2/9, y_A = 5/3, y_B = 10/3.
+    thr = np.array([[4.0, 1.0], [4.0, 1.0]])
+    lp = AllocationLP(ONE_EACH, ONE_EACH)
+    prop = _y(thr, proportional_allocation(2, ONE_EACH))
+    np.testing.assert_allclose(prop, [2.5, 2.5])
+    x, z = lp.max_min(thr * (1.0 / (np.array([1.0, 2.0]) * prop))[:, None])
+    np.testing.assert_allclose(_y(thr, x), [5 / 3, 10 / 3], rtol=1e-5)
+    assert z == pytest.approx(2 / 3, rel=1e-6)
+
+
+def test_max_min_fairness_agnostic_by_hand():
+    # all types alike: shares s_i * sum_t X / w_i; weight 2 for B caps at B's row (1): z = 1/2
+    lp = AllocationLP(ONE_EACH, ONE_EACH)
+    x, z = lp.max_min(np.ones((2, 2)) * np.array([[1.0], [0.5]]))
+    assert z == pytest.approx(0.5, rel=1e-6)
+    assert x[1].sum() == pytest.approx(1.0, rel=1e-6)
+
+
+def test_max_sum_throughput_by_hand():
+    # A: 4 on V100, 1 on K80; B: 2 and 1.  A on the V100 and B on the K80 give 5 > 3.
+    thr = np.array([[4.0, 1.0], [2.0, 1.0]])
+    x = AllocationLP(ONE_EACH, ONE_EACH, solver="simplex").max_sum(thr)
+    np.testing.assert_allclose(x, [[1, 0], [0, 1]], atol=1e-7)
+    x = AllocationLP(ONE_EACH, ONE_EACH).max_sum(thr)
+    np.testing.assert_allclose(x, [[1, 0], [0, 1]], atol=1e-5)
+
+
+def test_min_total_duration_by_hand():
+    # A (4000 iterations) at 4 it/s on the V100 and B (1000) at 1 it/s on the K80 both take
+    # 1000 s; A cannot go faster, so T* = 1000 and Gavel's bisection ends within 5% above.
+    thr = np.array([[4.0, 1.0], [2.0, 1.0]])
+    rem = np.array([4000.0, 1000.0])
+    T = _gavel_bisection(lambda t: t >= 1000.0)
+    assert 1000.0 <= T <= 1050.0
+    x = makespan_allocation(AllocationLP(ONE_EACH, ONE_EACH), thr, rem)
+    assert np.all(_y(thr, x) >= rem / T * (1 - 1e-6))
+
+
+def test_finish_time_fairness_by_hand():
+    # one GPU, two jobs at 1 it/s: A 100 iterations left, isolated finish 200 s; B waited
+    # 300 s, 300 left, isolated finish 600 s.  rho_A = 0.5 / y_A, rho_B = 0.5 + 0.5 / y_B,
+    # y_A + y_B = 1: y_A^2 - 3 y_A + 1 = 0, y_A = (3 - sqrt 5) / 2.
+    lp = AllocationLP(np.array([1.0, 1.0]), np.array([1.0]))
+    x = finish_time_fair_allocation(lp, np.ones((2, 1)), np.array([0.0, 300.0]),
+                                    np.array([100.0, 300.0]), np.array([200.0, 600.0]), 1e-6)
+    assert x[0, 0] == pytest.approx((3 - math.sqrt(5)) / 2, abs=1e-4)
+    assert x.sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_isolated_allocation_by_hand():
+    # 2 + 2 GPUs, scale factors 1 and 4: 1 GPU of each type per job, over the scale factor,
+    # rows above 1 scaled down: A (1, 1) -> (0.5, 0.5); B (0.25, 0.25).
+    x = isolated_allocation(np.array([1.0, 4.0]), np.array([2.0, 2.0]))
+    np.testing.assert_allclose(x, [[0.5, 0.5], [0.25, 0.25]])
+
+
+# -- the round mechanism ------------------------------------------------------------------
+def _two_gpu_cluster():
+    return Cluster(name="toy", gpu_types=("fast", "slow"), node_gpus=np.array([1, 1], np.int32),
+                   node_type=np.array([0, 1], np.int32), node_speed=np.ones(2),
+                   intra_bw_gbps=np.full(2, 100.0), inter_bw_gbps=np.full(2, 10.0))
+
+
+def _state(cluster, jobs, now, active, placement, reasons=4):
+    """placement: {job id: node} (one GPU each)."""
+    active = np.asarray(active, np.int64)
+    nodes = [placement[j] for j in active if j in placement]
+    lens = [1 if j in placement else 0 for j in active]
+    indptr = np.r_[0, np.cumsum(lens)].astype(np.int64)
+    return SchedState(now=now, reasons=reasons, cluster=cluster, jobs=jobs, active=active,
+                      ngpu=np.asarray(lens, np.int32), remaining=jobs.work[active].copy(),
+                      attained_gpu_s=np.zeros(active.size), run_s=np.zeros(active.size),
+                      queued_since=np.zeros(active.size), pl_indptr=indptr,
+                      pl_nodes=np.asarray(nodes, np.int32),
+                      pl_counts=np.ones(len(nodes), np.int32), oracle=LinearOracle())
+
+
+def _placed(state, plan):
+    return {int(state.active[i]): int(plan.nodes[plan.indptr[i]])
+            for i in range(state.active.size) if plan.indptr[i + 1] > plan.indptr[i]}
+
+
+def test_rounds_rotate_by_time_received():
+    # three equal one-GPU jobs, one fast and one slow GPU: X = 1/3 everywhere.  Round 1
+    # (t=0): equal priorities, ties by id: job 0 fast, job 1 slow.  Round 2: fractions
+    # fast (3/5, 1/5, 1/5), slow (1/5, 3/5, 1/5): job 1 fast, job 0 slow.  Round 3: job 2
+    # (1/7 on both) first: fast; slow: jobs 0 and 1 tie at 3/7, job 0 keeps its GPU.
+    cluster = _two_gpu_cluster()
+    jobs = specs([0.0, 0.0, 0.0], [1, 1, 1], [1e9] * 3, delay=0.0)
+    pol = get_policy("gavel-max-min-fairness-perf")
+    s1 = _state(cluster, jobs, 0.0, [0, 1, 2], {}, reasons=1)
+    p1 = pol.schedule(s1)
+    assert _placed(s1, p1) == {0: 0, 1: 1} and p1.wakeup == 360.0
+    np.testing.assert_allclose(pol.alloc[:3], 1 / 3, rtol=1e-4)
+    s2 = _state(cluster, jobs, 360.0, [0, 1, 2], {0: 0, 1: 1}, reasons=8)
+    p2 = pol.schedule(s2)
+    assert _placed(s2, p2) == {1: 0, 0: 1}
+    s3 = _state(cluster, jobs, 720.0, [0, 1, 2], {1: 0, 0: 1}, reasons=8)
+    p3 = pol.schedule(s3)
+    assert _placed(s3, p3) == {2: 0, 0: 1}
+    assert pol.lease_extensions == 1
+
+
+def test_new_job_waits_for_the_reset_interval():
+    # job 0 arrives at t=100 (first reset); job 1 at 200.  It gets no allocation, so no
+    # GPU, until a round at least 1920 s after the last reset: rounds 460 ... 1900 leave the
+    # slow GPU idle, the round at 2260 places it.  A mid-round arrival changes nothing.
+    cluster = _two_gpu_cluster()
+    jobs = specs([100.0, 200.0], [1, 1], [1e9] * 2, delay=0.0)
+    pol = get_policy("gavel-max-min-fairness-perf")
+    s = _state(cluster, jobs, 100.0, [0], {}, reasons=1)
+    assert _placed(s, pol.schedule(s)) == {0: 0}
+    s = _state(cluster, jobs, 200.0, [0, 1], {0: 0}, reasons=1)
+    assert _placed(s, pol.schedule(s)) == {0: 0}
+    for t in (460.0, 820.0, 1180.0, 1540.0, 1900.0):
+        s = _state(cluster, jobs, t, [0, 1], {0: 0}, reasons=8)
+        assert _placed(s, pol.schedule(s)) == {0: 0}, t
+    s = _state(cluster, jobs, 2260.0, [0, 1], {0: 0}, reasons=8)
+    assert set(_placed(s, pol.schedule(s))) == {0, 1}
+
+
+def test_job_never_runs_where_its_throughput_is_zero():
+    table = {"v100": {"a": {1: 2.0}, "b": {1: 1.0}}, "k80": {"a": {1: 0.0}, "b": {1: 0.5}}}
+    oracle = TableThroughput(table, reference_type="v100")
+    cluster = Cluster(name="toy", gpu_types=("v100", "k80"), node_gpus=np.array([1, 1], np.int32),
+                      node_type=np.array([0, 1], np.int32), node_speed=np.ones(2),
+                      intra_bw_gbps=np.full(2, 100.0), inter_bw_gbps=np.full(2, 10.0))
+    from sim.jobs import JobTable
+    wl = JobTable.from_columns(arrival_s=np.zeros(3), gpus=np.ones(3, np.int32),
+                               duration_s=np.full(3, 3600.0), model=np.array(["a", "a", "b"]))
+    for name in GAVEL:
+        res = simulate(cluster, wl, get_policy(name), oracle, EngineConfig(restart_delay_s=0.0))
+        assert np.all(res.gpu_types_used[:2] == 1), name     # model "a" only on the v100
+
+
+# -- bad input ------------------------------------------------------------------------------
+def test_zero_throughput_everywhere_names_the_job():
+    cluster = _two_gpu_cluster()
+    jobs = specs([0.0, 0.0], [1, 1], [10.0, 10.0], model=[1, 0], delay=0.0)
+
+    class Dead(LinearOracle):                # model 1 cannot run anywhere
+        def rates(self, model_idx, *args):
+            return super().rates(model_idx, *args) * (np.asarray(model_idx) != 1)
+
+    s = _state(cluster, jobs, 0.0, [0, 1], {}, reasons=1)
+    s = SchedState(**{**s.__dict__, "oracle": Dead()})
+    with pytest.raises(ConfigError, match="job 0 .*throughput is 0 on every GPU type"):
+        get_policy("gavel-max-min-fairness-perf").schedule(s)
+
+
+def test_scale_factor_beyond_every_type_names_the_job():
+    cluster = _two_gpu_cluster()
+    jobs = specs([0.0, 0.0], [1, 2], [10.0, 10.0], delay=0.0)
+    s = _state(cluster, jobs, 0.0, [0, 1], {}, reasons=1)
+    with pytest.raises(ConfigError, match="job 1 .*asks for 2 GPUs"):
+        get_policy("gavel-fifo").schedule(s)
+
+
+def test_bad_parameters():
+    with pytest.raises(ConfigError, match="solver"):
+        get_policy("gavel-max-min-fairness", solver="cvxpy")
+    with pytest.raises(ConfigError, match="time_per_round_s"):
+        get_policy("gavel-isolated", time_per_round_s=0)
+
+
+# -- end to end ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def gavel_run():
+    oracle = TableThroughput.builtin()
+    jobs = generate_workload(40, load_jobs_per_hour=8, seed=1, throughput=oracle)
+    return load_cluster("gavel-108"), jobs, oracle
+
+
+@pytest.mark.parametrize("name", GAVEL)
+def test_every_gavel_policy_runs_on_gavel_108(gavel_run, name):
+    cluster, jobs, oracle = gavel_run
+    pol = get_policy(name)
+    decide = pol.schedule
+
+    def one_type_per_job(state):                        # no plan mixes types in a job
+        plan = decide(state)
+        owner = np.repeat(np.arange(state.active.size), np.diff(plan.indptr))
+        types = cluster.node_type[plan.nodes]
+        assert np.all(types == types[np.searchsorted(owner, owner)])
+        return plan
+
+    pol.schedule = one_type_per_job
+    res = simulate(cluster, jobs, pol, oracle, EngineConfig(restart_delay_s=0.0))
+    assert np.all(np.isfinite(res.finish)) and summary(res)["avg_jct_s"] > 0
+
+
+def test_all_nine_gavel_names_registered():
+    assert GAVEL == sorted([
+        "gavel-fifo", "gavel-fifo-perf", "gavel-finish-time-fairness",
+        "gavel-finish-time-fairness-perf", "gavel-isolated", "gavel-max-min-fairness",
+        "gavel-max-min-fairness-perf", "gavel-max-sum-throughput-perf",
+        "gavel-min-total-duration-perf"])
