@@ -40,6 +40,7 @@ struct sk_policy {
     int64_t *heap, *heap_off, *heap_len;
     /* running jobs, in the last decision's order (preemptive policies) */
     int64_t *run, n_run, *sort_tmp;
+    uint64_t *rkey, *rkey2;                 /* radix sort scratch */
     /* the pending plan: preempt[], then place[] with CSR entries, in decision order */
     int64_t *preempt, n_preempt, *place, n_place, *place_ptr, *place_pos;
     int32_t *place_nodes, *place_counts, *free, *taken;
@@ -195,10 +196,45 @@ static void merge_sort(const sk_engine *e, const struct sk_policy *p, int64_t *i
     if (src != ids) memcpy(ids, src, (size_t)n * sizeof *ids);
 }
 
-/* Sort the running list: insertion sort from the last order (nearly sorted between
- * decisions), merge sort when that would move too much. */
-static void sort_running(const sk_engine *e, struct sk_policy *p) {
-    int64_t *r = p->run, n = p->n_run, budget = 8 * n + 64;
+/* Sortable bits of a double (ascending as the doubles; -0.0 as 0.0). */
+static uint64_t double_bits(double x) {
+    uint64_t b;
+    if (x == 0.0) x = 0.0;
+    memcpy(&b, &x, sizeof b);
+    return (b >> 63) ? ~b : b | 0x8000000000000000ULL;
+}
+
+/* LSD radix sort of ids by ka alone (policies whose kq and kflag are constant), then
+ * runs of equal ka put in key_less order: the result is key_less order. */
+static void radix_sort(const sk_engine *e, struct sk_policy *p, int64_t *ids, int64_t n) {
+    enum { BITS = 11, SIZE = 1 << BITS };
+    uint64_t *key = p->rkey, *key2 = p->rkey2;
+    int64_t *ids2 = p->sort_tmp, count[SIZE];
+    for (int64_t i = 0; i < n; i++) key[i] = double_bits(p->ka[ids[i]]);
+    for (int shift = 0; shift < 64; shift += BITS) {
+        memset(count, 0, sizeof count);
+        for (int64_t i = 0; i < n; i++) count[(key[i] >> shift) & (SIZE - 1)]++;
+        if (count[(key[0] >> shift) & (SIZE - 1)] == n) continue;      /* one digit: no move */
+        for (int64_t d = 0, sum = 0; d < SIZE; d++) { int64_t c = count[d]; count[d] = sum; sum += c; }
+        for (int64_t i = 0; i < n; i++) {
+            int64_t o = count[(key[i] >> shift) & (SIZE - 1)]++;
+            ids2[o] = ids[i];
+            key2[o] = key[i];
+        }
+        memcpy(ids, ids2, (size_t)n * sizeof *ids);
+        memcpy(key, key2, (size_t)n * sizeof *key);
+    }
+    for (int64_t i = 1; i < n; i++) {                 /* ties on ka: arrival, then id */
+        int64_t j = ids[i], k = i;
+        while (k > 0 && key[k - 1] == key[i] && key_less(e, p, j, ids[k - 1])) { ids[k] = ids[k - 1]; k--; }
+        ids[k] = j;
+    }
+}
+
+/* Sort ids by key_less: insertion sort from their last order (nearly sorted between
+ * decisions); when that would move too much, radix sort (SRTF, LAS) or merge sort. */
+static void sort_ids(const sk_engine *e, struct sk_policy *p, int64_t *r, int64_t n) {
+    int64_t budget = 4 * n + 64;
     for (int64_t i = 1; i < n; i++) {
         int64_t j = r[i], k = i;
         while (k > 0 && key_less(e, p, j, r[k - 1])) {
@@ -206,7 +242,8 @@ static void sort_running(const sk_engine *e, struct sk_policy *p) {
             k--;
             if (--budget < 0) {
                 r[k] = j;
-                merge_sort(e, p, r, n, p->sort_tmp);
+                if (p->spec.kind == SK_POL_TIRESIAS) merge_sort(e, p, r, n, p->sort_tmp);
+                else radix_sort(e, p, r, n);
                 return;
             }
         }
@@ -420,18 +457,21 @@ static int place_selected(sk_engine *e, struct sk_policy *p) {
     return SK_OK;
 }
 
-/* Selection (greedy_place's first loop) as a merge of the sorted running jobs and the
- * heads of the waiting heaps: a job is selected when its request fits in what is left. */
-static void select_jobs(sk_engine *e, struct sk_policy *p) {
-    int preemptive = p->spec.preemptive, blocking = p->spec.blocking;
-    int64_t budget = preemptive ? e->total_gpus : e->total_gpus - e->used_gpus, ri = 0;
+/* Selection (greedy_place's first loop) as a merge of the sorted contested running jobs
+ * and the heads of the waiting heaps: a job is selected when its request fits in what is
+ * left.  The best eligible heap is recomputed only when its head leaves or it no longer
+ * fits (a smaller budget only removes heaps). */
+static void select_jobs(sk_engine *e, struct sk_policy *p, const int64_t *run, int64_t n_run,
+                        int64_t budget) {
+    int blocking = p->spec.blocking;
+    int64_t ri = 0;
+    int32_t b = best_bucket(e, p, budget, blocking);
     for (;;) {
-        int64_t n_left = preemptive ? p->n_run - ri : 0;
         if (budget <= 0 && !blocking) break;
-        int32_t b = best_bucket(e, p, budget, blocking);
-        if (n_left == 0 && b < 0) break;
-        int take_run = n_left > 0 && (b < 0 || key_less(e, p, p->run[ri], p->heap[p->heap_off[b]]));
-        int64_t j = take_run ? p->run[ri] : p->heap[p->heap_off[b]];
+        if (b >= 0 && !blocking && p->bucket_demand[b] > budget) b = best_bucket(e, p, budget, 0);
+        if (ri == n_run && b < 0) break;
+        int take_run = ri < n_run && (b < 0 || key_less(e, p, run[ri], p->heap[p->heap_off[b]]));
+        int64_t j = take_run ? run[ri] : p->heap[p->heap_off[b]];
         if (e->demand[j] > budget) {
             if (blocking) break;
             p->preempt[p->n_preempt++] = j;      /* a running job that no longer fits */
@@ -439,22 +479,50 @@ static void select_jobs(sk_engine *e, struct sk_policy *p) {
             continue;
         }
         budget -= e->demand[j];
-        if (take_run) ri++;
-        else plan_add_place(p, heap_take(e, p, b));
+        if (take_run) {
+            ri++;
+        } else {
+            plan_add_place(p, heap_take(e, p, b));
+            b = best_bucket(e, p, budget, blocking);
+        }
     }
-    for (; preemptive && ri < p->n_run; ri++) p->preempt[p->n_preempt++] = p->run[ri];
+    for (; ri < n_run; ri++) p->preempt[p->n_preempt++] = run[ri];
+}
+
+/* Running jobs that come before every waiting job are selected whatever their order
+ * (all of them fit, since they run now): they move to the front of the running list,
+ * the others ("contested", in their last order) to its end.  Returns how many are
+ * contested; *budget becomes the GPUs the ahead jobs leave. */
+static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *budget) {
+    int32_t b = best_bucket(e, p, 0, 1);
+    int64_t head = b < 0 ? -1 : p->heap[p->heap_off[b]], n_ahead = 0, n_cont = 0, used = 0;
+    int64_t *cont = p->sort_tmp;
+    for (int64_t i = 0; i < p->n_run; i++) {
+        int64_t j = p->run[i];
+        if (head < 0 || key_less(e, p, j, head)) {
+            p->run[n_ahead++] = j;
+            used += e->demand[j];
+        } else {
+            cont[n_cont++] = j;
+        }
+    }
+    memcpy(p->run + n_ahead, cont, (size_t)n_cont * sizeof *cont);
+    *budget = e->total_gpus - used;
+    return n_cont;
 }
 
 /* The full decision: Policy.schedule for the built-in rigid policies. */
 static int decide(sk_engine *e, struct sk_policy *p) {
     plan_reset(p);
+    int64_t n_cont = 0, budget = e->total_gpus - e->used_gpus;
     if (p->spec.preemptive) {
         compact_running(e, p);
         if (p->spec.kind == SK_POL_TIRESIAS) tiresias_update(e, p);
         for (int64_t i = 0; i < p->n_run; i++) key_running(e, p, p->run[i]);
-        sort_running(e, p);
+        n_cont = split_running(e, p, &budget);
+        sort_ids(e, p, p->run + p->n_run - n_cont, n_cont);
     }
-    select_jobs(e, p);
+    select_jobs(e, p, p->run + p->n_run - n_cont, n_cont, budget);
     return place_selected(e, p);
 }
 
@@ -724,7 +792,7 @@ void skn_free(struct sk_policy *p) {
     free(p->taken); free(p->node_keys); free(p->ap_ids); free(p->ap_ptr); free(p->ap_ord);
     free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->sum_nn); free(p->sum_mask);
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
-    free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->used_types); free(p->arrived); free(p->completed);
+    free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->used_types); free(p->arrived); free(p->completed);
     free(p);
 }
 
@@ -764,7 +832,7 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->place_ptr, nj + 1) && NEW(p->place_nodes, g) && NEW(p->place_counts, g) &&
              NEW(p->free, nn) && NEW(p->taken, nn) && NEW(p->node_keys, nn) && NEW(p->ap_ids, nj) &&
              NEW(p->ap_ptr, nj + 1) && NEW(p->ap_ord, nj) && NEW(p->ap_nodes, g) &&
-             NEW(p->ap_counts, g) && NEW(p->ap_rates, nj) && NEW(p->dem, nj) && NEW(p->place_pos, nj) && NEW(p->sum_nn, nj) &&
+             NEW(p->ap_counts, g) && NEW(p->ap_rates, nj) && NEW(p->dem, nj) && NEW(p->place_pos, nj) && NEW(p->rkey, nj) && NEW(p->rkey2, nj) && NEW(p->sum_nn, nj) &&
              NEW(p->sum_mask, nj) && NEW(p->sum_slot, nj) && NEW(p->sum_speed, nj) &&
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
