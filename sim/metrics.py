@@ -55,6 +55,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import ConfigError
+from .fsio import atomic_path
 
 if TYPE_CHECKING:  # the engine may import this module; avoid a cycle at run time
     from .cluster import Cluster
@@ -172,7 +173,8 @@ def write_jobs(result: "SimResult", path, model_names: Sequence[str] | None = No
     """Write :func:`jobs_table` as Parquet (parent folders are created); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(jobs_table(result, model_names), path)
+    with atomic_path(path) as tmp:
+        pq.write_table(jobs_table(result, model_names), tmp)
     return path
 
 

@@ -18,9 +18,10 @@ def register(sub) -> None:
     run.add_argument("--durations", choices=("gavel", "philly"), default="gavel")
     run.add_argument("--policy", default=",".join(DEFAULT_POLICIES), help="NAME[,NAME...]")
     run.add_argument("--placement", choices=("consolidated", "spread"), default="consolidated")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=int, default=0, help="generator seed, an integer in [0, 2**63)")
     run.add_argument("--round", type=float, default=None, dest="round_s",
-                     help="scheduling round period in seconds (default: each policy's own)")
+                     help="scheduling round period in seconds: 0 (no periodic rounds) or >= 1 "
+                          "(default: each policy's own)")
     run.add_argument("--restart-delay", type=float, default=None,
                      help="restart delay in seconds (default: per model)")
     run.add_argument("--throughputs", default=None,
@@ -33,7 +34,8 @@ def register(sub) -> None:
 
 def _run(args) -> None:
     from ..metrics import compare_table, summary
-    from ..scenario import write_outputs
+    from ..limits import check_seed
+    from ..scenario import OutputWriter
 
     sc = Scenario(cluster=args.cluster, workload=args.workload, jobs=args.jobs, load=args.load,
                   sizes=args.sizes, durations=args.durations,
@@ -41,12 +43,15 @@ def _run(args) -> None:
                   placement=args.placement, seed=args.seed, round_s=args.round_s,
                   restart_delay_s=args.restart_delay, throughputs=args.throughputs,
                   progress=not args.no_progress and sys.stderr.isatty())
+    check_seed(args.seed, "--seed")
+    sc.engine_config()                     # bad --round / --restart-delay: fail before any work
+    writer = OutputWriter(args.out, sc) if args.out is not None else None
     cluster, table, _ = sc.build()
     print(f"cluster: {cluster.describe()}")
     print(f"workload: {len(table)} jobs ({args.workload}), seed {args.seed}")
-    results = sc.run(built=(cluster, table, _))
-    if args.out is not None:
-        summaries = write_outputs(results, args.out, sc)
+    results = sc.run(built=(cluster, table, _), on_result=writer.add if writer else None)
+    if writer is not None:
+        summaries = writer.finish(results)
         print(f"wrote {args.out}/summary.json, per-policy jobs.parquet and plots")
     else:
         summaries = {name: summary(res) for name, res in results.items()}
