@@ -48,6 +48,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from .errors import ConfigError, TraceError
+from .fsio import atomic_path
 from .limits import MAX_TIME_S, fmt_num
 
 __all__ = ["JOB_SCHEMA", "JobTable", "REQUIRED_COLUMNS"]
@@ -111,6 +112,8 @@ class JobTable:
         src = str(path)
         if not path.exists():
             raise TraceError("job table not found", file=src)
+        if path.is_dir():
+            raise TraceError("is a directory, expected a job table file", file=src)
         ext = path.suffix.lower()
         try:
             if ext in (".parquet", ".pq"):
@@ -127,16 +130,17 @@ class JobTable:
         """Write Parquet (``.parquet``/``.pq``) or CSV (``.csv``) by extension."""
         path = Path(path)
         ext = path.suffix.lower()
-        if ext in (".parquet", ".pq"):
-            pq.write_table(self.table, path)
-        elif ext == ".csv":
-            t = self.table
-            allowed = t.column("gpus_allowed").to_pylist()
-            s = pa.array(["" if a is None else "|".join(str(x) for x in a) for a in allowed], pa.string())
-            t = t.set_column(t.schema.get_field_index("gpus_allowed"), "gpus_allowed", s)
-            pacsv.write_csv(t, path)
-        else:
+        if ext not in (".parquet", ".pq", ".csv"):
             raise ConfigError(f"cannot write job table to {path}: use a .parquet or .csv extension")
+        with atomic_path(path) as tmp:
+            if ext == ".csv":
+                t = self.table
+                allowed = t.column("gpus_allowed").to_pylist()
+                s = pa.array(["" if a is None else "|".join(str(x) for x in a) for a in allowed], pa.string())
+                t = t.set_column(t.schema.get_field_index("gpus_allowed"), "gpus_allowed", s)
+                pacsv.write_csv(t, tmp)
+            else:
+                pq.write_table(self.table, tmp)
 
     # ----------------------------------------------------------------- accessors
     def __len__(self) -> int:

@@ -20,6 +20,7 @@ Conventions every reader follows:
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
@@ -27,6 +28,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -38,7 +40,7 @@ import pyarrow.parquet as pq
 
 from ..errors import ConfigError, TraceError
 from ..jobs import JobTable
-from ..limits import MAX_TIME_S, fmt_num
+from ..limits import MAX_TIME_S, clip, fmt_num
 
 __all__ = [
     "TraceReport",
@@ -537,19 +539,24 @@ def json_records(path, *, report: TraceReport, chunk: int = _JSON_CHUNK) -> Iter
     src = str(path)
     dec = json.JSONDecoder()
     ws = re.compile(r"[\s,]*")
-    with open(path, "r", encoding="utf-8", errors="strict") as f:
+    with open(path, "rb") as f:
         buf = ""
         eof = False
+        utf8 = codecs.getincrementaldecoder("utf-8")()
+        lines = 1                       # physical line at the start of the next raw chunk
 
         def more() -> bool:
-            nonlocal buf, eof
+            nonlocal buf, eof, lines
             if eof:
                 return False
+            raw = f.read(chunk)
             try:
-                s = f.read(chunk)
+                s = utf8.decode(raw, final=not raw)
             except UnicodeDecodeError as exc:
-                raise TraceError(f"not UTF-8 text: {exc}", file=src) from None
-            if not s:
+                line = lines + raw[: max(exc.start, 0)].count(b"\n")
+                raise TraceError(f"not UTF-8 text: invalid bytes (line {line})", file=src) from None
+            lines += raw.count(b"\n")
+            if not raw:
                 eof = True
                 return False
             buf += s
@@ -650,6 +657,19 @@ def to_number(arr: pa.Array, chk: RowCheck, field: str, *, required: bool = True
 TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M")
 
 
+@lru_cache(maxsize=64)
+def check_tz(tz: str | None) -> None:
+    """ConfigError unless ``tz`` is None or a time zone of the IANA database."""
+    if tz is None:
+        return
+    import zoneinfo
+    try:
+        zoneinfo.ZoneInfo(str(tz))
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        raise ConfigError(f"unknown time zone {clip(repr(tz))}: give an IANA name such as "
+                          f"America/Los_Angeles, or 'none' for UTC") from None
+
+
 def to_time(arr: pa.Array, chk: RowCheck, field: str, *, tz: str | None, required: bool = True,
             allow_none_text: bool = False) -> np.ndarray:
     """POSIX seconds (float64; NaN where missing) of a column of calendar timestamps.
@@ -662,6 +682,7 @@ def to_time(arr: pa.Array, chk: RowCheck, field: str, *, tz: str | None, require
     starts) are moved forward and counted (``nonexistent_local_time``).  Unparseable text is
     invalid (``unparseable_time``).
     """
+    check_tz(tz)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if pa.types.is_timestamp(arr.type):
