@@ -124,6 +124,8 @@ class JobTable:
                 raise TraceError(f"unknown job table format {ext!r} (use .parquet or .csv)", file=src)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
             raise TraceError(f"cannot read job table: {exc}", file=src) from None
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"not UTF-8 text: {exc.reason} (a binary file?)", file=src) from None
         return cls.from_table(t, src, skip_invalid=skip_invalid, require_sorted=require_sorted)
 
     def write(self, path) -> None:
