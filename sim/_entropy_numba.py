@@ -13,8 +13,9 @@ as straight-line scalar code so LLVM vectorizes the loops; float64 rows use ``ma
   float32 vectorizable polynomial too, as in the C kernel's eight-rows-per-vector path.
   The block's lane state lives in stack arrays (``_stack``), which LLVM keeps in vector
   registers and knows cannot alias the logits.
-* larger C: one row at a time, two passes (max; then exp, sums), float32 partial sums
-  flushed into float64 every 256 elements.  Pass 2 prefetches the next row
+* larger C: one row at a time, two passes (max; then exp, sums), float32 partial sums in
+  ``_LANES`` accumulators (element j to lane j % _LANES: an order fixed in the source)
+  flushed into float64 in lane order every 256 elements.  Pass 2 prefetches the next row
   (``llvm.prefetch``), so its pass 1 hits the cache while memory reads overlap the exp
   arithmetic, as in the C kernel.
 
@@ -24,10 +25,11 @@ reductions, while a float max reduction without the ``nnan`` flag stays scalar.
 
 fastmath: the ``exp``/``log`` helpers are compiled with ``contract`` only (fused
 multiply-add), never ``reassoc``, which could fold the magic-number rounding away.
-The row loops add ``reassoc``/``nsz`` so LLVM may vectorize the float32 partial sums;
-that only changes the rounding of sums of non-negative terms (far inside the 1e-5
-budget) and cannot change a decision: the NaN test reads the bits, ties are exact
-compares, and no ``nnan``/``ninf``/``afn`` flag is used where a NaN or inf matters.
+The row loops add ``nsz`` but never ``reassoc``: with it LLVM picked the order of the
+float32 sums, and a freshly compiled kernel gave other bits than the cached one (issue 17).
+The sums are vectorized through explicit lanes instead, so results do not depend on the
+compilation path.  The NaN test reads the bits, ties are exact compares, and no
+``nnan``/``ninf``/``afn`` flag is used where a NaN or inf matters.
 
 Determinism: rows are split into a fixed number of chunks that does not depend on the
 thread count, every row is computed on its own (lanes never mix), and grouped sums are
@@ -76,7 +78,7 @@ _LINE = 16       # float32s per 64-byte cache line (prefetch step)
 _LANE_BUF = _LANES * _LANE_MAXC  # the small-C kernel's transposed block (a literal size)
 
 # Only value-safe flags: no nnan/ninf (NaN rows are detected), no afn (our own exp).
-_FM = {"reassoc", "nsz", "contract"}
+_FM = {"nsz", "contract"}
 # exp/log helpers: fused multiply-add only (reassoc could undo the magic-number rounding)
 _FM_EXP = {"contract"}
 
@@ -253,6 +255,35 @@ def _max_and_bad(z, c):
     return _key_value(mk), ab > _INF_BITS
 
 
+@njit(inline="always", fastmath=_FM)
+def _terms(v, m):
+    """One element's share of the row sums: (exp(d), d exp(d), 1 if a tie with the max)."""
+    d = v - m
+    w = _F(d < _ZERO)  # 0 for ties with the max (d == 0), else 1: a multiply, not a
+    dc = d if d > _LO else _LO  # branch, so LLVM keeps the loops vectorized
+    e = _exp32(dc) * w
+    return e, dc * e, _ONE - w
+
+
+@njit(inline="always", fastmath=_FM)
+def _block_sums(zb, nb, m, r, t, k):
+    """Add the terms of ``zb[:nb]`` into the ``_LANES`` accumulators r, t, k: element j goes
+    to lane j % _LANES, each lane adds in element order.  A fixed order that LLVM vectorizes
+    across the lanes without reassociating anything."""
+    full = nb - nb % _LANES
+    for j0 in range(0, full, _LANES):
+        for l in range(_LANES):
+            e, te, tie = _terms(zb[j0 + l], m)
+            r[l] += e
+            t[l] += te
+            k[l] += tie
+    for l in range(nb - full):
+        e, te, tie = _terms(zb[full + l], m)
+        r[l] += e
+        t[l] += te
+        k[l] += tie
+
+
 @njit(fastmath=_FM)
 def _row_f32(flat, base, c, nxt, inv_logc):
     """Row ``flat[base:base + c]`` (contiguous float32).  While summing, prefetch the row
@@ -263,32 +294,29 @@ def _row_f32(flat, base, c, nxt, inv_logc):
         return np.nan
     if c == 1:
         return 0.0
+    r = carray(_stack(_LANES, np.float32), _LANES)
+    t = carray(_stack(_LANES, np.float32), _LANES)
+    k = carray(_stack(_LANES, np.float32), _LANES)  # ties, exact in float32 (<= 16 per lane)
     rd = 0.0
     td = 0.0
-    k = 0
+    kd = 0.0
     j0 = 0
     while j0 < c:
         nb = min(_BLOCK, c - j0)
         if nxt >= 0:
             for q in range(0, nb, _LINE):
                 _prefetch(flat, nxt + j0 + q)
-        rf = _ZERO
-        tf = _ZERO
-        kf = _ZERO  # ties counted in float32: exact (<= 256 per block); keeps the loop 8-wide
-        zb = z[j0:j0 + nb]  # a slice and range(nb): indices provably >= 0, so it vectorizes
-        for j in range(nb):
-            d = zb[j] - m
-            w = _F(d < _ZERO)  # 0 for ties with the max (d == 0), else 1: a multiply, not a
-            dc = d if d > _LO else _LO  # branch, so LLVM keeps the reductions vectorized
-            e = _exp32(dc) * w
-            rf += e
-            tf += dc * e
-            kf += _ONE - w
-        rd += rf
-        td += tf
-        k += int(kf)
+        for l in range(_LANES):
+            r[l] = _ZERO
+            t[l] = _ZERO
+            k[l] = _ZERO
+        _block_sums(z[j0:j0 + nb], nb, m, r, t, k)  # a slice: indices provably >= 0
+        for l in range(_LANES):  # flush into float64 in lane order
+            rd += float(r[l])
+            td += float(t[l])
+            kd += float(k[l])
         j0 += nb
-    return _finish(float(k), rd, td, inv_logc)
+    return _finish(kd, rd, td, inv_logc)
 
 
 @njit(fastmath=_FM)
@@ -371,13 +399,10 @@ def _lanes_f32(flat, i0, nb, c, stride, inv_logc, out):
         m[l] = _key_value(mk[l])
     for j in range(c):
         for l in range(_LANES):
-            d = buf[j * _LANES + l] - m[l]
-            w = _F(d < _ZERO)  # 0 for ties with the max (see _row_f32)
-            dc = d if d > _LO else _LO
-            e = _exp32(dc) * w
+            e, te, tie = _terms(buf[j * _LANES + l], m[l])
             r[l] += e
-            t[l] += dc * e
-            k[l] += _ONE - w
+            t[l] += te
+            k[l] += tie
     _lanes_finish(k, r, t, hv)
     for l in range(nb):  # branch-free: a NaN anywhere, or an infinite max, gives NaN
         v = float(hv[l]) * inv_logc  # c == 1: H = 0 and inv_logc = 0

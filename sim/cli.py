@@ -3,17 +3,28 @@
 Each sub-command lives in its own module in :mod:`sim.commands` and defines
 ``register(subparsers)``, which adds its parser and sets ``func`` (a callable
 taking the parsed arguments).  Modules there are discovered automatically.
+
+:func:`main` is the one error boundary: a :class:`~sim.errors.SimError` (bad input), an
+``OSError`` (missing file, full disk, read-only folder), a decode error and Ctrl-C each end
+the command with one line on stderr and an exit code (:data:`EXIT_CODES`), never a traceback;
+a closed output pipe (``clustersim trace stats ... | head``) ends it quietly.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
 from . import commands
 from ._version import version
 from .errors import SimError
+from .limits import clip
+
+#: exit status by outcome
+EXIT_CODES = {"ok": 0, "error": 2, "os": 1, "interrupt": 130}
+_MESSAGE_LIMIT = 2000       # characters of an error message echoed (bad input can be huge)
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -45,16 +56,62 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _say(message: str) -> None:
+    print(f"clustersim: error: {clip(str(message), _MESSAGE_LIMIT)}", file=sys.stderr, flush=True)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """True for Ctrl-C, also when compiled (Numba) code surfaced it as a SystemError."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's final flush is silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _os_error(exc: OSError) -> str:
+    from .fsio import os_error_text
+    return os_error_text(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(argv)
-    args.argv = ["clustersim"] + argv      # the command as typed, for provenance records
     try:
+        args = _parser().parse_args(argv)
+        args.argv = ["clustersim"] + argv      # the command as typed, for provenance records
         args.func(args)
+        sys.stdout.flush()                     # a closed pipe shows here, not at exit
     except SimError as exc:
-        print(f"clustersim: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        _say(str(exc))
+        return EXIT_CODES["error"]
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_CODES["ok"]
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return EXIT_CODES["interrupt"]
+    except UnicodeError as exc:
+        _say(f"not UTF-8 text: {exc}")
+        return EXIT_CODES["error"]
+    except OSError as exc:
+        _say(_os_error(exc))
+        return EXIT_CODES["os"]
+    except SystemError as exc:
+        if not _interrupted(exc):
+            raise
+        _say("interrupted")
+        return EXIT_CODES["interrupt"]
+    return EXIT_CODES["ok"]
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ConfigError
+from .fsio import read_text_file
+from .limits import clip
 
 __all__ = [
     "Cluster",
@@ -258,11 +260,9 @@ def cluster_from_toml(path) -> Cluster:
     """Read a cluster TOML file (format in the module docstring)."""
     path = Path(path)
     src = str(path)
+    text = read_text_file(path, "cluster file")
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"cluster file {src} not found") from None
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"cluster file {src}: invalid TOML: {exc}") from None
     unknown = set(doc) - {"name", "nodes"}
@@ -339,8 +339,10 @@ def parse_uniform(spec: str) -> Cluster:
         if "=" not in part:
             raise ConfigError(f"cluster spec {spec!r}: {part!r} is not key=value")
         k, v = (s.strip() for s in part.split("=", 1))
+        if k in kv:
+            raise ConfigError(f"cluster spec {clip(spec)!r}: key {k!r} is given twice")
         if k not in _UNIFORM_KEYS:
-            raise ConfigError(f"cluster spec {spec!r}: unknown key {k!r} "
+            raise ConfigError(f"cluster spec {clip(spec)!r}: unknown key {clip(k)!r} "
                               f"(allowed: {', '.join(_UNIFORM_KEYS)})")
         conv = _UNIFORM_KEYS[k]
         try:

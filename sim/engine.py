@@ -15,6 +15,7 @@ import numpy as np
 from ._native import as_cdata, check, ffi, lib
 from .cluster import Cluster
 from .errors import ConfigError, SimError
+from .limits import MAX_TIME_S, check_round, check_seconds, fmt_num
 from .metrics import FGDTracker
 from .native import NativeRun, native_params
 from .plan_diff import plan_changes
@@ -32,9 +33,9 @@ class EngineConfig:
     """Knobs of one run.
 
     round_s: scheduling round period (s); None takes the policy's default, 0 means
-        event-driven only.
+        event-driven only, else at least 1 s (:mod:`sim.limits`).
     restart_delay_s: checkpoint/restart delay paid when a started job's placement
-        changes; None takes the oracle's per-model value.
+        changes; None takes the oracle's per-model value, else in [0, 1e10] s.
     progress: show a progress bar.
     native: decide inside the C kernel when the policy has a native form (sim.native;
         FIFO, SJF, SRTF, LAS, Tiresias); False asks the Python policy at every decision.
@@ -45,6 +46,12 @@ class EngineConfig:
     restart_delay_s: float | None = None
     progress: bool = False
     native: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "round_s", check_round(self.round_s, "round_s (--round)"))
+        if self.restart_delay_s is not None:
+            object.__setattr__(self, "restart_delay_s",
+                               check_seconds(self.restart_delay_s, "restart_delay_s (--restart-delay)"))
 
 
 def job_specs(workload, oracle, restart_delay_s: float | None = None) -> JobSpecs:
@@ -208,6 +215,12 @@ def _validate(cluster: Cluster, jobs: JobSpecs, oracle) -> None:
     bad = np.flatnonzero(~(jobs.work > 0) | ~np.isfinite(jobs.work))
     if bad.size:
         raise ConfigError(f"job at row {int(bad[0])} has no positive, finite work")
+    for name, values in (("arrival", jobs.arrival), ("run time at the reference rate", jobs.est_duration)):
+        bad = np.flatnonzero(~(np.asarray(values) <= MAX_TIME_S) | ~(np.asarray(values) >= 0))
+        if bad.size:
+            j = int(bad[0])
+            raise ConfigError(f"job at row {j}: {name} {fmt_num(values[j])} s is not in [0, "
+                              f"{fmt_num(MAX_TIME_S)}] s (the horizon; {bad.size} such jobs)")
 
 
 def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineConfig,

@@ -16,6 +16,7 @@ class TraceError(SimError):
     def __init__(self, message: str, *, file: str | None = None, row: int | None = None,
                  field: str | None = None):
         self.file, self.row, self.field = file, row, field
+        self.message = message          # without the location prefix
         where = []
         if file is not None:
             where.append(f"file {file}")

@@ -27,9 +27,11 @@ priority       float64          no        priority weight (default 1.0)
 Exactly one of ``iterations`` / ``duration_s`` is non-null in each row.  Required input columns:
 ``arrival_s``, ``gpus``, ``model`` and at least one of ``iterations`` / ``duration_s``; the others
 get the defaults above.  Rules checked on every row (a violation is a :class:`TraceError` naming
-the file, the 0-based data row of the input and the field): arrival >= 0 and finite; gpus >= 1;
+the file, the 0-based data row of the input and the field): 0 <= arrival <= 1e10 s (the horizon,
+:data:`sim.limits.MAX_TIME_S`); gpus >= 1;
 1 <= gpus_min <= gpus <= gpus_max; allowed counts >= 1, inside [gpus_min, gpus_max] and containing
-gpus; exactly one of iterations / duration_s; work > 0 and finite; priority finite and >= 0;
+gpus; exactly one of iterations / duration_s; work > 0 and finite, duration_s <= 1e10 s; priority
+finite and >= 0;
 batch_size >= 0; job_id unique.  The table is then sorted by (arrival_s, job_id).
 
 In CSV files ``gpus_allowed`` is written as ``"1|2|4"`` (empty = null).
@@ -46,6 +48,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from .errors import ConfigError, TraceError
+from .fsio import atomic_path
+from .limits import MAX_TIME_S, fmt_num
 
 __all__ = ["JOB_SCHEMA", "JobTable", "REQUIRED_COLUMNS"]
 
@@ -108,6 +112,8 @@ class JobTable:
         src = str(path)
         if not path.exists():
             raise TraceError("job table not found", file=src)
+        if path.is_dir():
+            raise TraceError("is a directory, expected a job table file", file=src)
         ext = path.suffix.lower()
         try:
             if ext in (".parquet", ".pq"):
@@ -118,22 +124,25 @@ class JobTable:
                 raise TraceError(f"unknown job table format {ext!r} (use .parquet or .csv)", file=src)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
             raise TraceError(f"cannot read job table: {exc}", file=src) from None
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"not UTF-8 text: {exc.reason} (a binary file?)", file=src) from None
         return cls.from_table(t, src, skip_invalid=skip_invalid, require_sorted=require_sorted)
 
     def write(self, path) -> None:
         """Write Parquet (``.parquet``/``.pq``) or CSV (``.csv``) by extension."""
         path = Path(path)
         ext = path.suffix.lower()
-        if ext in (".parquet", ".pq"):
-            pq.write_table(self.table, path)
-        elif ext == ".csv":
-            t = self.table
-            allowed = t.column("gpus_allowed").to_pylist()
-            s = pa.array(["" if a is None else "|".join(str(x) for x in a) for a in allowed], pa.string())
-            t = t.set_column(t.schema.get_field_index("gpus_allowed"), "gpus_allowed", s)
-            pacsv.write_csv(t, path)
-        else:
+        if ext not in (".parquet", ".pq", ".csv"):
             raise ConfigError(f"cannot write job table to {path}: use a .parquet or .csv extension")
+        with atomic_path(path) as tmp:
+            if ext == ".csv":
+                t = self.table
+                allowed = t.column("gpus_allowed").to_pylist()
+                s = pa.array(["" if a is None else "|".join(str(x) for x in a) for a in allowed], pa.string())
+                t = t.set_column(t.schema.get_field_index("gpus_allowed"), "gpus_allowed", s)
+                pacsv.write_csv(t, tmp)
+            else:
+                pq.write_table(self.table, tmp)
 
     # ----------------------------------------------------------------- accessors
     def __len__(self) -> int:
@@ -378,11 +387,15 @@ def _validate(t: pa.Table, source: str, *, skip_invalid: bool, require_sorted: b
             flag(isnull(c), c, lambda r: "missing value")
     arrival = num("arrival_s", 0.0)
     flag(np.isnan(arrival), "arrival_s", lambda r: "arrival is NaN")
-    flag(~np.isfinite(arrival) | (arrival < 0), "arrival_s", lambda r: f"arrival {arrival[r]!r} is negative or infinite")
+    flag(~np.isfinite(arrival) | (arrival < 0), "arrival_s",
+         lambda r: f"arrival {fmt_num(arrival[r])} is negative or infinite")
+    flag(arrival > MAX_TIME_S, "arrival_s",
+         lambda r: f"arrival {fmt_num(arrival[r])} s is beyond the horizon of {fmt_num(MAX_TIME_S)} s")
     if require_sorted and n > 1:
         dec = np.zeros(n, dtype=bool)
         dec[1:] = arrival[1:] < arrival[:-1]
-        flag(dec, "arrival_s", lambda r: f"arrivals are not sorted: {arrival[r]!r} after {arrival[r - 1]!r}")
+        flag(dec, "arrival_s", lambda r: f"arrivals are not sorted: {fmt_num(arrival[r])} after "
+                                           f"{fmt_num(arrival[r - 1])}")
     gpus = num("gpus", 1)
     flag(gpus < 1, "gpus", lambda r: f"requests {int(gpus[r])} GPUs (must be >= 1)")
 
@@ -429,10 +442,12 @@ def _validate(t: pa.Table, source: str, *, skip_invalid: bool, require_sorted: b
     flag(~it_null & ~du_null, "duration_s", lambda r: "both iterations and duration_s are given (give one)")
     flag(np.isnan(it), "iterations", lambda r: "iterations is NaN")
     flag(np.isnan(du), "duration_s", lambda r: "duration_s is NaN")
-    flag(~(it > 0) | ~np.isfinite(it), "iterations", lambda r: f"iterations {it[r]!r} must be > 0 and finite")
-    flag(~(du > 0) | ~np.isfinite(du), "duration_s", lambda r: f"duration_s {du[r]!r} must be > 0 and finite")
+    flag(~(it > 0) | ~np.isfinite(it), "iterations", lambda r: f"iterations {fmt_num(it[r])} must be > 0 and finite")
+    flag(~(du > 0) | ~np.isfinite(du), "duration_s", lambda r: f"duration_s {fmt_num(du[r])} must be > 0 and finite")
+    flag(du > MAX_TIME_S, "duration_s",
+         lambda r: f"duration_s {fmt_num(du[r])} s is beyond the horizon of {fmt_num(MAX_TIME_S)} s")
     prio = num("priority", 1.0)
-    flag(~np.isfinite(prio) | (prio < 0), "priority", lambda r: f"priority {prio[r]!r} must be finite and >= 0")
+    flag(~np.isfinite(prio) | (prio < 0), "priority", lambda r: f"priority {fmt_num(prio[r])} must be finite and >= 0")
     bs = num("batch_size", 0)
     flag(bs < 0, "batch_size", lambda r: f"batch size {int(bs[r])} must be >= 0")
     model_empty = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(cols["model"]), ""), True).to_numpy(zero_copy_only=False)

@@ -15,6 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from .errors import ConfigError
+from .fsio import atomic_path
 
 if TYPE_CHECKING:
     from .engine import SimResult
@@ -31,7 +32,8 @@ def _save(fig: Figure, path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)
-    fig.savefig(path, format="png", dpi=_DPI, metadata=_META)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=_DPI, metadata=_META)
     return path
 
 

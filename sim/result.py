@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 from .cluster import Cluster
 from ._optional import require
 from .errors import ConfigError
+from .fsio import atomic_path
 from .state import JobSpecs
 
 __all__ = ["SimResult", "Timeline", "RESULT_SCHEMA", "jobs_table", "write_jobs", "wait_times",
@@ -181,5 +182,6 @@ def write_jobs(result: "SimResult", path, model_names: Sequence[str] | None = No
     """Write :func:`jobs_table` as Parquet (parent folders are created); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(jobs_table(result, model_names), path)
+    with atomic_path(path) as tmp:
+        pq.write_table(jobs_table(result, model_names), tmp)
     return path

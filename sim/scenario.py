@@ -13,6 +13,7 @@ from pathlib import Path
 from .cluster import Cluster
 from .engine import EngineConfig, SimResult, simulate
 from .errors import ConfigError
+from .fsio import atomic_write_text, ensure_out_dir
 from .jobs import JobTable
 from .policies import get_policy
 from .presets import load_cluster
@@ -49,22 +50,52 @@ class Scenario:
             table = generate_workload(self.jobs, self.load, self.seed, sizes=self.sizes,
                                       durations=self.durations, throughput=oracle)
         else:
-            path = Path(self.workload)
-            if not path.exists():
-                raise ConfigError(f"workload file {path} does not exist")
-            table = JobTable.read(path)
+            table = _read_workload(Path(self.workload))
         return cluster, table, oracle
 
-    def run(self, built=None) -> dict[str, SimResult]:
+    def engine_config(self) -> EngineConfig:
+        """The run's engine settings, validated (round period, restart delay)."""
+        return EngineConfig(round_s=self.round_s, restart_delay_s=self.restart_delay_s,
+                            progress=self.progress)
+
+    def run(self, built=None, on_result=None) -> dict[str, SimResult]:
+        """Run every policy; ``on_result(name, result)`` is called as each one finishes."""
+        config = self.engine_config()
         cluster, table, oracle = built if built is not None else self.build()
-        config = EngineConfig(round_s=self.round_s, restart_delay_s=self.restart_delay_s,
-                              progress=self.progress)
         results = {}
         for name in self.policies:
             params = {"placement": self.placement, **self.policy_params.get(name, {})}
             policy = get_policy(name, **params)
             results[name] = simulate(cluster, table, policy, oracle, config)
+            if on_result is not None:
+                on_result(name, results[name])
         return results
+
+
+def _read_workload(path: Path) -> JobTable:
+    """A canonical job table; a raw trace given instead gets a message saying to convert it."""
+    from .errors import TraceError
+
+    if not path.exists():
+        raise ConfigError(f"workload file {path} does not exist")
+    try:
+        return JobTable.read(path)
+    except TraceError as exc:
+        fmt = _trace_format(path)
+        if fmt is None or fmt == "jobs":
+            raise
+        raise ConfigError(f"workload file {path} is a {fmt!r} trace, not a clustersim job table: "
+                          f"convert it first with 'clustersim trace convert {path} -o jobs.parquet' "
+                          f"(then --workload jobs.parquet)") from None
+
+
+def _trace_format(path: Path) -> str | None:
+    from .errors import SimError
+    from .traces import detect_format
+    try:
+        return detect_format(path)
+    except SimError:
+        return None
 
 
 def _oracle(path: str | None, cluster: Cluster):
@@ -81,22 +112,43 @@ def _oracle(path: str | None, cluster: Cluster):
     return TableThroughput.from_gavel_json(path)
 
 
-def write_outputs(results: dict[str, SimResult], outdir: Path, scenario: Scenario) -> dict:
-    """DIR/summary.json, DIR/<policy>/jobs.parquet and PNG plots."""
-    from .metrics import summary, write_jobs
-    from .plots import write_plots
+class OutputWriter:
+    """Writes a scenario's results into ``outdir`` as each policy finishes: its
+    ``<policy>/jobs.parquet`` and ``summary.json`` (all policies so far), then the plots at the
+    end.  The folder is checked before anything runs; every file is written atomically, so a
+    failing disk loses at most the policy in flight."""
 
-    outdir.mkdir(parents=True, exist_ok=True)
-    summaries = {name: summary(res) for name, res in results.items()}
+    def __init__(self, outdir: Path, scenario: Scenario):
+        self.outdir = ensure_out_dir(outdir)
+        self.summaries: dict = {}
+        atomic_write_text(self.outdir / "scenario.json", _json_text(
+            {k: v for k, v in vars(scenario).items() if k != "progress"}))
+
+    def add(self, name: str, result: SimResult) -> None:
+        from .metrics import summary, write_jobs
+
+        self.summaries[name] = summary(result)
+        write_jobs(result, self.outdir / name / "jobs.parquet")
+        atomic_write_text(self.outdir / "summary.json", _json_text(self.summaries))
+
+    def finish(self, results: dict[str, SimResult]) -> dict:
+        from .plots import write_plots
+
+        if results:
+            write_plots(results, self.outdir)
+        return self.summaries
+
+
+def write_outputs(results: dict[str, SimResult], outdir: Path, scenario: Scenario) -> dict:
+    """DIR/summary.json, DIR/<policy>/jobs.parquet and PNG plots (see :class:`OutputWriter`)."""
+    writer = OutputWriter(Path(outdir), scenario)
     for name, res in results.items():
-        (outdir / name).mkdir(exist_ok=True)
-        write_jobs(res, outdir / name / "jobs.parquet")
-    write_plots(results, outdir)
-    doc = {"scenario": {k: v for k, v in vars(scenario).items() if k != "progress"},
-           "policies": summaries}
-    (outdir / "summary.json").write_text(json.dumps(jsonable(summaries), indent=2, sort_keys=True))
-    (outdir / "scenario.json").write_text(json.dumps(jsonable(doc["scenario"]), indent=2, sort_keys=True))
-    return summaries
+        writer.add(name, res)
+    return writer.finish(results)
+
+
+def _json_text(doc) -> str:
+    return json.dumps(jsonable(doc), indent=2, sort_keys=True)
 
 
 def jsonable(x):

@@ -42,6 +42,7 @@ from numba import njit
 
 from .cluster import canonical_gpu_type
 from .errors import ConfigError
+from .fsio import read_text_file
 
 __all__ = [
     "ThroughputOracle",
@@ -385,11 +386,9 @@ class TableThroughput(ModelLookup):
     def from_gavel_json(cls, path, **kwargs) -> "TableThroughput":
         """Read Gavel's ``simulation_throughputs.json`` format (or our wrapped built-in format)."""
         path = Path(path)
+        text = read_text_file(path, "throughput file")
         try:
-            with open(path) as f:
-                doc = json.load(f)
-        except FileNotFoundError:
-            raise ConfigError(f"throughput file {path} not found") from None
+            doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"throughput file {path}: invalid JSON: {exc}") from None
         return cls._from_doc(doc, str(path), **kwargs)

@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from .errors import ConfigError, TraceError
 from .jobs import JOB_SCHEMA, JobTable
+from .limits import MAX_LOAD_PER_HOUR, MAX_TIME_S, MIN_LOAD_PER_HOUR, check_seed, clip, fmt_num
 from .throughput import TableThroughput, ThroughputOracle
 
 __all__ = ["generate_workload", "GAVEL_SIZE_MIX", "GAVEL_LONG_JOB_PROB", "GAVEL_SHORT_LOG10_MIN",
@@ -151,6 +152,22 @@ def _pick_models(rng: np.random.Generator, gpus: np.ndarray, oracle, allowed: li
     return out
 
 
+def _check_load(n_jobs: int, load) -> None:
+    """The arrival rate in its documented range, and the expected arrivals inside the horizon
+    (a generated table past it would fail row by row, less clearly)."""
+    try:
+        rate = float(load)
+    except (TypeError, ValueError):
+        raise ConfigError(f"load_jobs_per_hour must be a number, got {clip(repr(load))}") from None
+    if not MIN_LOAD_PER_HOUR <= rate <= MAX_LOAD_PER_HOUR:
+        raise ConfigError(f"load (jobs per hour) must be in [{fmt_num(MIN_LOAD_PER_HOUR)}, "
+                          f"{fmt_num(MAX_LOAD_PER_HOUR)}], got {fmt_num(rate)}")
+    span = 3600.0 * n_jobs / rate
+    if span > MAX_TIME_S / 2:
+        raise ConfigError(f"load {fmt_num(rate)} jobs/h: {n_jobs} jobs would arrive over about "
+                          f"{span:.3g} s, past the horizon of {fmt_num(MAX_TIME_S)} s; raise the load")
+
+
 def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
                       models: Sequence[str] | None = None, sizes: str = "gavel", durations: str = "gavel",
                       throughput: ThroughputOracle | None = None, philly_samples=None,
@@ -160,8 +177,9 @@ def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
 
     Args:
         n_jobs: number of jobs (>= 0).
-        load_jobs_per_hour: Poisson arrival rate (> 0).
-        seed: seed of ``numpy.random.Generator(PCG64(seed))``.
+        load_jobs_per_hour: Poisson arrival rate, in [1e-6, 1e9]; the expected span of the
+            arrivals, ``n_jobs / load`` hours, must end before the horizon (:mod:`sim.limits`).
+        seed: seed of ``numpy.random.Generator(PCG64(seed))``, an integer in [0, 2**63).
         models: restrict the models drawn (names in the throughput table); default all.
         sizes: ``"gavel"``, ``"philly"`` or ``"single"`` (every job 1 GPU: Gavel's single-GPU
             experiments, ``generate_multi_gpu_jobs=False``).
@@ -177,8 +195,8 @@ def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
     """
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs < 0:
         raise ConfigError(f"n_jobs must be an integer >= 0, got {n_jobs!r}")
-    if not (load_jobs_per_hour > 0 and np.isfinite(load_jobs_per_hour)):
-        raise ConfigError(f"load_jobs_per_hour must be > 0, got {load_jobs_per_hour!r}")
+    _check_load(n_jobs, load_jobs_per_hour)
+    seed = check_seed(seed)
     if sizes not in ("gavel", "philly", "single"):
         raise ConfigError(f"sizes must be 'gavel', 'philly' or 'single', got {sizes!r}")
     if durations not in ("gavel", "philly"):

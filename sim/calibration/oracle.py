@@ -53,6 +53,7 @@ import numpy as np
 
 from ..cluster import canonical_gpu_type
 from ..errors import ConfigError
+from ..fsio import read_text_file
 from ..throughput import (DEFAULT_RESTART_DELAY_S, REFERENCE_TYPE, RELATIVE_SPEED, RESTART_DELAY_S,
                           ModelLookup, restart_delay_s)
 from .fit import FitResult
@@ -115,10 +116,9 @@ def write_calibration(fits: Sequence[FitResult], path, *, sources: Sequence[str]
 def read_calibration(path) -> list[FitResult]:
     """Fits stored in a calib.toml (errors name the file and the ``[[fit]]`` entry)."""
     path = Path(path)
+    text = read_text_file(path, "calibration file")
     try:
-        doc = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"calibration file {path} not found") from None
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"calibration file {path}: invalid TOML: {exc}") from None
     head = doc.get("calibration", {})

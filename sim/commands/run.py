@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 from ..metrics import SUMMARY_KEYS, compare_table, summary
-from ..scenario import (DEFAULT_CLUSTER, DEFAULT_JOBS, DEFAULT_LOAD, DEFAULT_POLICIES, Scenario, jsonable,
-                        write_outputs)
+from ..scenario import DEFAULT_CLUSTER, DEFAULT_JOBS, DEFAULT_LOAD, DEFAULT_POLICIES, Scenario, jsonable
 
 FORMATS = ("table", "json", "csv")
 
@@ -28,9 +27,11 @@ def register(sub) -> None:
     run.add_argument("--policy", default=",".join(DEFAULT_POLICIES), help="NAME[,NAME...]")
     run.add_argument("--placement", choices=("consolidated", "spread"), default="consolidated",
                      help="placement of every policy")
-    run.add_argument("--seed", type=int, default=0, help="seed of the generated workload")
+    run.add_argument("--seed", type=int, default=0,
+                     help="seed of the generated workload, an integer in [0, 2**63)")
     run.add_argument("--round", type=float, default=None, dest="round_s",
-                     help="scheduling round period in seconds (default: each policy's own)")
+                     help="scheduling round period in seconds: 0 (no periodic rounds) or >= 1 "
+                          "(default: each policy's own)")
     run.add_argument("--restart-delay", type=float, default=None,
                      help="restart delay in seconds (default: per model)")
     run.add_argument("--throughputs", default=None,
@@ -45,19 +46,25 @@ def register(sub) -> None:
 
 
 def _run(args) -> None:
+    from ..limits import check_seed
+    from ..scenario import OutputWriter
+
     sc = Scenario(cluster=args.cluster, workload=args.workload, jobs=args.jobs, load=args.load,
                   sizes=args.sizes, durations=args.durations,
                   policies=tuple(p.strip() for p in args.policy.split(",") if p.strip()),
                   placement=args.placement, seed=args.seed, round_s=args.round_s,
                   restart_delay_s=args.restart_delay, throughputs=args.throughputs,
                   progress=not args.no_progress and sys.stderr.isatty())
+    check_seed(args.seed, "--seed")
+    sc.engine_config()                     # bad --round / --restart-delay: fail before any work
+    writer = OutputWriter(args.out, sc) if args.out is not None else None
     info = sys.stdout if args.format == "table" else sys.stderr
     cluster, table, _ = sc.build()
     print(f"cluster: {cluster.describe()}", file=info)
     print(f"workload: {len(table)} jobs ({args.workload}), seed {args.seed}", file=info)
-    results = sc.run(built=(cluster, table, _))
-    if args.out is not None:
-        summaries = write_outputs(results, args.out, sc)
+    results = sc.run(built=(cluster, table, _), on_result=writer.add if writer else None)
+    if writer is not None:
+        summaries = writer.finish(results)
         print(f"wrote {args.out}/summary.json, per-policy jobs.parquet and plots", file=info)
     else:
         summaries = {name: summary(res) for name, res in results.items()}

@@ -123,7 +123,7 @@ def job_stats(load) -> dict:
             return dt.datetime.fromtimestamp(load.origin_s + t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
         out["first_arrival"] = iso(float(arr.min()))
         out["last_arrival"] = iso(float(arr.max()))
-    out["arrivals_per_hour"] = n / (span / 3600) if span > 0 else math.nan
+    out["arrivals_per_hour"] = n / (span / 3600) if span > 0 else None    # one instant: no rate
     g = jobs.gpus.astype(float)
     out["gpus_quantiles"] = {k: float(np.quantile(g, q)) for k, q in _QS}
     out["gpus_mean"] = float(g.mean())
@@ -153,11 +153,11 @@ def _print_job_stats(load, st: dict) -> None:
     if st["jobs"] == 0:
         return
     if "first_arrival" in st:
-        print(f"arrivals: {st['first_arrival']} .. {st['last_arrival']} ({_fmt_s(st['span_s'])}), "
-              f"{st['arrivals_per_hour']:.1f} jobs/h")
+        span = f"{st['first_arrival']} .. {st['last_arrival']}"
     else:
-        print(f"arrivals: t = {st['first_arrival_s']:g} .. {st['last_arrival_s']:g} s ({_fmt_s(st['span_s'])})"
-              + (f", {st['arrivals_per_hour']:.1f} jobs/h" if math.isfinite(st["arrivals_per_hour"]) else ""))
+        span = f"t = {st['first_arrival_s']:g} .. {st['last_arrival_s']:g} s"
+    rate = st["arrivals_per_hour"]
+    print(f"arrivals: {span} ({_fmt_s(st['span_s'])})" + (f", {rate:.1f} jobs/h" if rate is not None else ""))
     q = st["gpus_quantiles"]
     print("GPUs per job: " + ", ".join(f"{k} {v:g}" for k, v in q.items()) + f"; mean {st['gpus_mean']:.2f}")
     share = sorted(st["gpus_share"].items())
@@ -202,13 +202,19 @@ def _stats(args) -> None:
 
 def _convert(args) -> None:
     from ..errors import ConfigError
+    from ..fsio import atomic_path, atomic_write_text
     from ..traces import ClusterLoad
+    for out in (args.out, args.extra):
+        if out is not None and not out.parent.is_dir():
+            raise ConfigError(f"-o/--extra {out}: the folder {out.parent} does not exist")
+        if out is not None and out.is_dir():
+            raise ConfigError(f"-o/--extra {out} is a directory, expected a file name")
     fmt, load = _load(args, for_stats=False)
     if isinstance(load, ClusterLoad):
         from ..cluster import cluster_to_toml
         if args.out.suffix.lower() != ".toml":
             raise ConfigError(f"{args.file} is a node list: convert it to a cluster TOML file (-o NAME.toml)")
-        args.out.write_text(cluster_to_toml(load.cluster))
+        atomic_write_text(args.out, cluster_to_toml(load.cluster))
         print(f"wrote {args.out}: {load.cluster.describe()}")
         for line in load.report.lines():
             print(line)
@@ -216,7 +222,8 @@ def _convert(args) -> None:
     load.jobs.write(args.out)
     if args.extra is not None:
         import pyarrow.parquet as pq
-        pq.write_table(load.extra, args.extra)
+        with atomic_path(args.extra) as tmp:
+            pq.write_table(load.extra, tmp)
     for line in load.report.lines():
         print(line)
     print(f"wrote {args.out}: {len(load.jobs)} jobs (arrival 0 = {load.origin_label()})"

@@ -24,7 +24,8 @@ from .cells import CellOutcome, run_cell_safe
 from .spec import Cell, SweepSpec
 from .store import SweepStore
 
-__all__ = ["run_sweep", "SweepReport", "SerialEngine", "PoolEngine", "DaskEngine", "make_engine"]
+__all__ = ["run_sweep", "SweepReport", "SerialEngine", "PoolEngine", "DaskEngine", "make_engine",
+           "check_dask_handshake", "die_with_parent"]
 
 
 @dataclass
@@ -70,6 +71,30 @@ class SerialEngine:
         return fut.result()
 
 
+def die_with_parent() -> None:
+    """Linux: have the kernel SIGKILL this process when its parent exits (prctl
+    PR_SET_PDEATHSIG), so no worker outlives a killed sweep.  Elsewhere: nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)    # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:                   # the parent died before prctl took effect
+        os._exit(1)
+
+
+def pool_worker_init() -> None:
+    """Initializer of the pool's workers: die with the parent; leave Ctrl-C to the parent
+    (which stops the pool), so workers print no KeyboardInterrupt tracebacks."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+
+
 class PoolEngine:
     """A local process pool (forkserver where available, else spawn)."""
 
@@ -86,11 +111,14 @@ class PoolEngine:
         methods = mp.get_all_start_methods()
         ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
         if ctx.get_start_method() == "forkserver":
-            ctx.set_forkserver_preload(["sim.sweep._warm"])
-        self._ex = cf.ProcessPoolExecutor(self.workers, mp_context=ctx)
+            ctx.set_forkserver_preload(["sim.sweep._forkserver"])
+        self._ex = cf.ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=pool_worker_init)
 
     def __exit__(self, *exc):
         if self._ex is not None:
+            if exc[0] is not None:              # interrupted or failed: stop the cells in flight
+                for proc in list(getattr(self._ex, "_processes", {}).values()):
+                    proc.terminate()
             self._ex.shutdown(wait=exc[0] is None, cancel_futures=True)
         return False
 
@@ -144,8 +172,9 @@ class DaskEngine:
             self._client = Client(self._cluster)
             self.name = f"dask LocalCluster ({n} worker{'s' if n > 1 else ''})"
         else:
+            check_dask_handshake(self.address, HANDSHAKE_TIMEOUT_S)
             try:
-                self._client = Client(self.address, timeout="20s")
+                self._client = Client(self.address, timeout=f"{HANDSHAKE_TIMEOUT_S}s")
             except (OSError, TimeoutError) as exc:
                 raise ConfigError(f"cannot reach the Dask scheduler at {self.address}: {exc}") from None
             self.name = f"dask {self.address}"
@@ -176,6 +205,56 @@ class DaskEngine:
             out = CellOutcome(cell.id, cell.label, False, error=f"{type(exc).__name__}: {exc}")
         fut.release()
         return out
+
+
+#: seconds to connect to a Dask scheduler and receive its handshake
+HANDSHAKE_TIMEOUT_S = 20.0
+_MAX_HANDSHAKE_BYTES = 1 << 20      # a Dask handshake is a few hundred bytes
+
+
+def check_dask_handshake(address: str, timeout: float) -> None:
+    """Connect to ``tcp://HOST:PORT`` and check that what answers sends a Dask comm handshake
+    (a little-endian uint64 byte count of a small framed message) within ``timeout`` s.
+    ConfigError otherwise: nothing there, an HTTP server (it waits for a request, so nothing
+    comes), or a server that sends a banner (its first bytes read as an absurd size)."""
+    import socket
+    import struct
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address)
+    if parts.scheme != "tcp":
+        return                                  # tls:// etc.: left to distributed
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if not host or not port:
+        raise ConfigError(f"--dask {address!r}: give tcp://HOST:PORT")
+    where = f"the Dask scheduler at {address}"
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            head = _recv_exactly(sock, 8)
+    except TimeoutError:
+        raise ConfigError(f"{where} sent no Dask handshake within {timeout:g} s "
+                          f"(is it a Dask scheduler port?)") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot reach {where}: {exc.strerror or exc}") from None
+    if len(head) < 8:
+        raise ConfigError(f"{where} closed the connection without a Dask handshake")
+    (size,) = struct.unpack("<Q", head)
+    if not 8 <= size <= _MAX_HANDSHAKE_BYTES:
+        raise ConfigError(f"{where} is not a Dask scheduler: it sent {head!r}, not a handshake")
+
+
+def _recv_exactly(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        got = sock.recv(n - len(data))
+        if not got:
+            break
+        data += got
+    return data
 
 
 def make_engine(workers: int | None = None, dask: str | None = None):

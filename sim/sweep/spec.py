@@ -54,6 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError, SimError
+from ..fsio import read_text_file
+from ..limits import check_round
 
 __all__ = ["Cell", "SweepSpec", "load_spec", "parse_spec", "LOAD_UNITS", "cell_id"]
 
@@ -125,9 +127,10 @@ def load_spec(path) -> SweepSpec:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"sweep spec {path} does not exist")
+    text = read_text_file(path, "sweep spec")
     try:
-        doc = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"sweep spec {path}: not valid TOML: {exc}") from None
     return parse_spec(doc, source=str(path), base_dir=path.resolve().parent)
 
@@ -283,7 +286,11 @@ def parse_spec(doc: dict, source: str = "<spec>", base_dir: Path | None = None) 
                           f"unknown placement (choose from {', '.join(sorted(PLACEMENT_MODES))})")
     round_s = etab.get("round_s")
     if round_s is not None:
-        round_s = ctx.value("engine.round_s", round_s, float, _nonneg)
+        round_s = ctx.value("engine.round_s", round_s, float)
+        try:
+            round_s = check_round(round_s, "engine.round_s")
+        except ConfigError as exc:
+            raise ctx.err("[engine]", str(exc)) from None
     restart = etab.get("restart_delay_s")
     if restart is not None:
         restart = ctx.value("engine.restart_delay_s", restart, float, _nonneg)

@@ -20,6 +20,7 @@ Conventions every reader follows:
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
@@ -27,6 +28,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -38,6 +40,7 @@ import pyarrow.parquet as pq
 
 from ..errors import ConfigError, TraceError
 from ..jobs import JobTable
+from ..limits import MAX_TIME_S, clip, fmt_num
 
 __all__ = [
     "TraceReport",
@@ -284,6 +287,79 @@ def _check_file(path) -> Path:
     return p
 
 
+class _CheckedUtf8(io.RawIOBase):
+    """The bytes of a text file as pyarrow reads them, with the lines that are not valid UTF-8
+    found and their bad bytes replaced (U+FFFD), so one such line is a row-level problem (named
+    by its line, skippable) instead of a failure of the whole block.  Line breaks are kept, so
+    physical line numbers do not change.  ``bad_lines`` lists the 1-based lines found so far."""
+
+    def __init__(self, path: Path, chunk: int = _CSV_BLOCK):
+        super().__init__()
+        self._f = open(path, "rb")
+        self._chunk = chunk
+        self._carry = b""
+        self._buf = memoryview(b"")
+        self._line = 1
+        self.bad_lines: list[int] = []
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+    def readinto(self, b) -> int:
+        while not len(self._buf):
+            chunk = self._f.read(self._chunk)
+            if not chunk and not self._carry:
+                return 0
+            data = self._carry + chunk
+            cut = data.rfind(b"\n") + 1 if chunk else len(data)   # whole lines, all at the end
+            if cut == 0:                    # no line end yet: read on
+                self._carry = data
+                continue
+            self._carry = data[cut:]
+            self._buf = memoryview(self._clean(data[:cut]))
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+    def _clean(self, data: bytes) -> bytes:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            pieces = data.split(b"\n")
+            for k, piece in enumerate(pieces):
+                try:
+                    piece.decode("utf-8")
+                except UnicodeDecodeError:
+                    self.bad_lines.append(self._line + k)
+                    pieces[k] = piece.decode("utf-8", "replace").encode("utf-8")
+            data = b"\n".join(pieces)
+        self._line += data.count(b"\n")
+        return data
+
+
+def _drop_bad_text(stream: _CheckedUtf8, batch: pa.RecordBatch, rows: np.ndarray, line_offset: int,
+                   report: TraceReport, skip_invalid: bool):
+    """Rows of ``batch`` on lines that were not UTF-8: raise for the first, or skip and count
+    them (reason ``not_utf8``).  Returns the batch and its rows without them."""
+    if not stream.bad_lines:
+        return batch, rows
+    bad = np.isin(rows + line_offset, np.asarray(stream.bad_lines, np.int64))
+    if not bad.any():
+        return batch, rows
+    first = int(rows[bad][0])
+    err = TraceError(f"not UTF-8 text: invalid bytes (line {first + line_offset})", file=report.source,
+                     row=first)
+    if not skip_invalid:
+        raise err
+    report.skip("not_utf8", rows[bad], str(err))
+    return batch.filter(pa.array(~bad)), rows[~bad]
+
+
 def _sniff_delimiter(line: str, expected: str) -> str | None:
     counts = {d: line.count(d) for d in (",", ";", "\t", "|") if d != expected}
     best = max(counts, key=counts.get)
@@ -358,8 +434,6 @@ def csv_batches(path, *, fmt_name: str, report: TraceReport, required: Sequence[
                               invalid_row_handler=on_invalid, newlines_in_values=False)
     copt = pacsv.ConvertOptions(column_types={c: pa.string() for c in names}, include_columns=wanted,
                                 strings_can_be_null=True, null_values=[""], quoted_strings_can_be_null=True)
-    seen_valid = 0
-    reported = 0
 
     def fail(exc: Exception):
         msg = str(exc)
@@ -374,8 +448,21 @@ def csv_batches(path, *, fmt_name: str, report: TraceReport, required: Sequence[
             raise TraceError(f"not a text file or not UTF-8: {msg}", file=src) from None
         raise TraceError(f"cannot parse as {fmt_name}: {msg}", file=src) from None
 
+    stream = _CheckedUtf8(path)
     try:
-        reader = pacsv.open_csv(path, read_options=ropt, parse_options=popt, convert_options=copt)
+        yield from _csv_blocks(stream, ropt, popt, copt, fail, malformed, report, skip_invalid,
+                               line_offset, wanted, src)
+    finally:
+        stream.close()
+
+
+def _csv_blocks(stream, ropt, popt, copt, fail, malformed, report, skip_invalid, line_offset,
+                wanted, src):
+    """The block loop of :func:`csv_batches` (``malformed`` fills as pyarrow reads)."""
+    seen_valid = 0
+    reported = 0
+    try:
+        reader = pacsv.open_csv(stream, read_options=ropt, parse_options=popt, convert_options=copt)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         fail(exc)
     while True:
@@ -401,6 +488,7 @@ def csv_batches(path, *, fmt_name: str, report: TraceReport, required: Sequence[
             v = v + np.searchsorted(s_adj, v, side="right")
         seen_valid += n
         report.rows += n
+        batch, v = _drop_bad_text(stream, batch, v, line_offset, report, skip_invalid)
         cols = {c: batch.column(c) for c in wanted}
         yield cols, v, line_offset
     if skip_invalid and len(malformed) > reported:
@@ -451,19 +539,24 @@ def json_records(path, *, report: TraceReport, chunk: int = _JSON_CHUNK) -> Iter
     src = str(path)
     dec = json.JSONDecoder()
     ws = re.compile(r"[\s,]*")
-    with open(path, "r", encoding="utf-8", errors="strict") as f:
+    with open(path, "rb") as f:
         buf = ""
         eof = False
+        utf8 = codecs.getincrementaldecoder("utf-8")()
+        lines = 1                       # physical line at the start of the next raw chunk
 
         def more() -> bool:
-            nonlocal buf, eof
+            nonlocal buf, eof, lines
             if eof:
                 return False
+            raw = f.read(chunk)
             try:
-                s = f.read(chunk)
+                s = utf8.decode(raw, final=not raw)
             except UnicodeDecodeError as exc:
-                raise TraceError(f"not UTF-8 text: {exc}", file=src) from None
-            if not s:
+                line = lines + raw[: max(exc.start, 0)].count(b"\n")
+                raise TraceError(f"not UTF-8 text: invalid bytes (line {line})", file=src) from None
+            lines += raw.count(b"\n")
+            if not raw:
                 eof = True
                 return False
             buf += s
@@ -551,14 +644,30 @@ def to_number(arr: pa.Array, chk: RowCheck, field: str, *, required: bool = True
     out = pc.fill_null(vals, np.nan).to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
     if required:
         chk.flag(null, "missing_value", field, lambda i: "missing value")
+    # NaN text ("nan") is a missing optional value but never a valid required one; inf never is
+    chk.flag(~null & (~np.isfinite(out) if required else np.isinf(out)), "bad_number", field,
+             lambda i: f"{fmt_num(out[i])} is not a finite {what}")
     if integer:
         frac = np.isfinite(out) & (out != np.floor(out))
-        chk.flag(frac, "not_integer", field, lambda i: f"{out[i]!r} is not an integer")
+        chk.flag(frac, "not_integer", field, lambda i: f"{fmt_num(out[i])} is not an integer")
     return out
 
 
 #: formats tried for calendar timestamps, in order
 TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M")
+
+
+@lru_cache(maxsize=64)
+def check_tz(tz: str | None) -> None:
+    """ConfigError unless ``tz`` is None or a time zone of the IANA database."""
+    if tz is None:
+        return
+    import zoneinfo
+    try:
+        zoneinfo.ZoneInfo(str(tz))
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        raise ConfigError(f"unknown time zone {clip(repr(tz))}: give an IANA name such as "
+                          f"America/Los_Angeles, or 'none' for UTC") from None
 
 
 def to_time(arr: pa.Array, chk: RowCheck, field: str, *, tz: str | None, required: bool = True,
@@ -573,6 +682,7 @@ def to_time(arr: pa.Array, chk: RowCheck, field: str, *, tz: str | None, require
     starts) are moved forward and counted (``nonexistent_local_time``).  Unparseable text is
     invalid (``unparseable_time``).
     """
+    check_tz(tz)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if pa.types.is_timestamp(arr.type):
@@ -678,7 +788,8 @@ def status_filter(chk: RowCheck, status: pa.Array, keep: Iterable[str] | None, *
 def build_load(parts: list[dict], report: TraceReport, *, skip_invalid: bool,
                fractional: str = "ceil", origin: str | float = "first", calendar: bool = False,
                model: str = TRACE_MODEL, trace_gpu_type: str | None = None,
-               work_known: bool = True, line_offset: int | None = None) -> TraceLoad:
+               work_known: bool = True, line_offset: int | None = None,
+               arrival_field: str = "arrival", work_field: str = "duration_s") -> TraceLoad:
     """Assemble the kept rows of every block into a :class:`TraceLoad`.
 
     Each part maps normalized column names to arrays of equal length: ``job_id`` (int64, the
@@ -688,7 +799,9 @@ def build_load(parts: list[dict], report: TraceReport, *, skip_invalid: bool,
 
     ``fractional`` applies to non-integer ``gpus`` (see :data:`FRACTIONAL_POLICIES`); ``origin``
     is ``"first"`` (the first kept arrival becomes 0), ``"trace"`` (keep the trace clock) or a
-    number (that trace-clock time becomes 0; earlier arrivals are invalid).
+    number (that trace-clock time becomes 0; earlier arrivals are invalid).  Arrivals and run
+    times past the horizon (:data:`sim.limits.MAX_TIME_S`) are invalid (``beyond_horizon``);
+    ``arrival_field`` and ``work_field`` name the input fields they came from in messages.
     """
     if fractional not in FRACTIONAL_POLICIES:
         raise ConfigError(f"fractional={fractional!r}: choose one of {', '.join(FRACTIONAL_POLICIES)}")
@@ -739,8 +852,13 @@ def build_load(parts: list[dict], report: TraceReport, *, skip_invalid: bool,
     else:
         t0 = float(origin)
     arrival = submit - t0
-    chk.flag(arrival < 0, "arrival_before_origin", "arrival",
+    chk.flag(np.isnan(arrival), "bad_number", arrival_field, lambda i: "arrival time is not a number")
+    chk.flag(arrival < 0, "arrival_before_origin", arrival_field,
              lambda i: f"arrives at {arrival[i]:g} s, before the origin {t0:g} s")
+    _beyond_horizon(chk, arrival, arrival_field, "arrives at")
+    if "duration_s" in keys:
+        _beyond_horizon(chk, cat("duration_s", pa.float64()).to_numpy(zero_copy_only=False),
+                        work_field, "runs for")
     keep = chk.done()
 
     def sel(a):
@@ -782,17 +900,22 @@ def build_load(parts: list[dict], report: TraceReport, *, skip_invalid: bool,
     except TraceError as exc:   # a reader let an invalid row through: name the input row
         r = exc.row
         jid = int(t.column("job_id")[r].as_py()) if r is not None and r < t.num_rows else None
-        raise TraceError(f"{exc} (input row {jid})", file=report.source, row=jid, field=exc.field) from None
+        raise TraceError(exc.message, file=report.source, row=jid, field=exc.field) from None
     report.jobs = len(jobs)
     return TraceLoad(jobs=jobs, report=report, extra=extra.combine_chunks(), origin_s=t0, calendar=calendar,
                      trace_gpu_type=trace_gpu_type, work_known=work_known)
+
+
+def _beyond_horizon(chk: RowCheck, seconds: np.ndarray, field: str, verb: str) -> None:
+    chk.flag(np.isfinite(seconds) & (seconds > MAX_TIME_S), "beyond_horizon", field,
+             lambda i: f"{verb} {fmt_num(seconds[i])} s, beyond the horizon of {fmt_num(MAX_TIME_S)} s")
 
 
 def positive_work(chk: RowCheck, dur: np.ndarray, field: str, *, zero: str = "drop") -> None:
     """Shared checks of a recorded run time: negative or non-finite = invalid; zero per
     ``zero`` (``drop``: filtered, counted; ``error``: invalid)."""
     chk.flag(np.isfinite(dur) & (dur < 0), "negative_duration", field, lambda i: f"negative run time {dur[i]:g} s")
-    chk.flag(np.isinf(dur), "bad_number", field, lambda i: f"run time {dur[i]!r} is not finite")
+    chk.flag(np.isinf(dur), "bad_number", field, lambda i: f"run time {fmt_num(dur[i])} is not finite")
     if zero == "drop":
         chk.drop(dur == 0, "zero_duration", lambda i: "run time 0 s (zero_duration='drop')")
     elif zero == "error":

@@ -62,4 +62,5 @@ def read_gavel(path, *, skip_invalid: bool = False, origin="trace") -> TraceLoad
         bs = np.array([int(m.group(1)) if (m := _BS.search(s)) else 0 for s in names.to_pylist()], np.int32)
         parts.append({"job_id": rows[keep], "submit": arr[keep], "gpus": g[keep], "iterations": steps[keep],
                       "model": names, "batch_size": bs, "priority": prio[keep], "x_slo": slo[keep]})
-    return build_load(parts, report, skip_invalid=skip_invalid, origin=origin, calendar=False, line_offset=1)
+    return build_load(parts, report, skip_invalid=skip_invalid, origin=origin, calendar=False,
+                      arrival_field='arrival_time', work_field='total_steps', line_offset=1)

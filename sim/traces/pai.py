@@ -204,7 +204,7 @@ def read_pai(task_table, job_table=None, *, skip_invalid: bool = False, fraction
     e1[~np.isfinite(e1)] = np.nan
     first_start[~np.isfinite(first_start)] = np.nan
     # GPU type of the first GPU task; several types = mixed
-    tenc = pc.dictionary_encode(tasks.column("gpu_type")).chunk(0)
+    tenc = pc.dictionary_encode(tasks.column("gpu_type").combine_chunks())   # 0 rows: no chunks
     tcode = pc.fill_null(tenc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)[valid]
     gp = tcode >= 0
     job_type = np.full(n, -1, np.int64)

@@ -108,7 +108,8 @@ def read_philly_table(path, *, skip_invalid: bool = False, tz: str | None = PHIL
     if tz is None:
         report.note("times read as UTC (tz=None): no daylight-saving correction")
     return build_load(parts, report, skip_invalid=skip_invalid, origin=origin, calendar=True, model=model,
-                      trace_gpu_type=gpu_type, line_offset=None if parquet else 2)
+                      trace_gpu_type=gpu_type, line_offset=None if parquet else 2,
+                      arrival_field="timestamp", work_field="duration")
 
 
 # ------------------------------------------------------------------------------ raw job log
@@ -143,7 +144,7 @@ def read_philly_log(path, *, skip_invalid: bool = False, tz: str | None = PHILLY
         parts.append(_log_block(buf, report, skip_invalid, tz, attempts, gpus_from, statuses,
                                 missing_times, zero_duration, vcs))
     return build_load(parts, report, skip_invalid=skip_invalid, origin=origin, calendar=True, model=model,
-                      trace_gpu_type=gpu_type)
+                      trace_gpu_type=gpu_type, arrival_field="submitted_time", work_field="attempts")
 
 
 def _text(v):

@@ -119,5 +119,7 @@ def read_pollux(path, *, skip_invalid: bool = False, iterations: Mapping[str, fl
         parts.append(part)
     if not have_work and allow_missing_work:
         report.note("no run time in this format: iterations set to a placeholder of 1 (work unknown)")
-    return build_load(parts, report, skip_invalid=skip_invalid, origin=origin, calendar=False, line_offset=2,
+    return build_load(parts, report, skip_invalid=skip_invalid, origin=origin, calendar=False,
+                      arrival_field='time', work_field='application',
+                      line_offset=2,
                       work_known=have_work)

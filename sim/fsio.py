@@ -1,0 +1,84 @@
+"""File input and output with clear errors: text files read as UTF-8 with the failure named,
+and outputs written atomically (a temporary file in the same folder, then ``os.replace``), so a
+full disk or an interrupt never leaves a truncated result under the final name."""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from .errors import ConfigError
+
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+__all__ = ["read_text_file", "atomic_path", "atomic_write_text", "ensure_out_dir", "os_error_text"]
+
+
+def os_error_text(exc: OSError) -> str:
+    """``strerror: filename`` of an OSError (one line, no errno prefix)."""
+    what = exc.strerror or type(exc).__name__
+    name = exc.filename
+    return f"{what}: {name}" if name else what
+
+
+def read_text_file(path, what: str) -> str:
+    """The UTF-8 text of ``path``; ConfigError naming ``what`` and the file otherwise."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path} not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{what} {path} is a directory, expected a file") from None
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: cannot read: {os_error_text(exc)}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{what} {path}: not UTF-8 text (byte {exc.start}, line {line}): "
+                          f"a binary file?") from None
+
+
+def ensure_out_dir(path, what: str = "--out") -> Path:
+    """Create the output folder ``path`` (and parents); ConfigError if it is a file or not
+    writable, before any work is done."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what} {path} exists and is not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: cannot create the folder: {os_error_text(exc)}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {path}: the folder is not writable")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_path(path) -> Iterator[Path]:
+    """Yields a temporary path next to ``path`` (same suffix) to write; on success it replaces
+    ``path`` in one step, on any error it is removed and ``path`` is untouched."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"output {path} is a directory, expected a file")
+    if not path.parent.is_dir():
+        raise ConfigError(f"output {path}: the folder {path.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)      # as a plain open() would create it
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
