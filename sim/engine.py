@@ -14,6 +14,7 @@ import numpy as np
 
 from ._native import as_cdata, check, ffi, lib
 from .cluster import Cluster
+from .defrag import defragment_plan
 from .errors import ConfigError, SimError
 from .metrics import FGDTracker
 from .native import NativeRun, native_params
@@ -236,14 +237,17 @@ class _Run:
         self.fgd_weights = weights
         self.fgd_flat = weights.ravel()
         self.fgd_base = np.asarray(cluster.node_type, np.int64) * weights.shape[1]
-        self.skippable = bool(getattr(policy, "skip_if_nothing_fits", False))
-        self.skip_idle_completions = bool(getattr(policy, "skip_idle_completions", False))
+        # defragmenting needs every decision: the shortcuts assume placements never move
+        self.defragment = bool(getattr(policy, "defragment", False))
+        shortcuts = not self.defragment
+        self.skippable = shortcuts and bool(getattr(policy, "skip_if_nothing_fits", False))
+        self.skip_idle_completions = shortcuts and bool(getattr(policy, "skip_idle_completions", False))
         self.lone_mode = (PLACEMENT_MODES[policy.placement]
-                          if getattr(policy, "place_lone_arrivals", False) else None)
+                          if shortcuts and getattr(policy, "place_lone_arrivals", False) else None)
         self.engine_placed = 0
         self.skipped = 0
         self.queued_view = _policy_view(policy) == "queued"
-        self.native = native_params(policy) if config.native else None
+        self.native = native_params(policy) if config.native and shortcuts else None
         self.times = {"kernel_s": 0.0, "snapshot_s": 0.0, "policy_s": 0.0, "oracle_s": 0.0}
 
     def run(self, job_ids) -> SimResult:
@@ -310,6 +314,8 @@ class _Run:
         state = k.snapshot(self.cluster, self.jobs, self.queued_view, self.oracle)
         t_call = time.perf_counter()
         plan = self.policy.schedule(state)
+        if self.defragment:
+            plan = defragment_plan(state, plan)
         t_done = time.perf_counter()
         self.latencies.append(t_done - t_call)
         self.times["snapshot_s"] += t_call - t_snap
