@@ -130,7 +130,7 @@ def defragment_plan(state: SchedState, plan: Plan, min_gain: float = DEFRAG_MIN_
         if not keep.any():
             return plan
     out = _splice(indptr, nodes, counts, jobs, keep, mv_indptr, mv_nodes, mv_counts)
-    return Plan(*out, plan.wakeup, plan.rate_scale)
+    return Plan(*out, plan.wakeup, plan.rate_scale, plan.sampling)
 
 
 def _rows(indptr, nodes, counts, jobs):
