@@ -270,7 +270,9 @@ class _Run:
         self.engine_placed = 0
         self.skipped = 0
         self.queued_view = _policy_view(policy) == "queued"
-        self.native = native_params(policy) if config.native and shortcuts else None
+        # the learning world observes every decision and sets true rates: Python decides
+        self.native = (native_params(policy) if config.native and shortcuts and learning is None
+                       else None)
         self.times = {"kernel_s": 0.0, "snapshot_s": 0.0, "policy_s": 0.0, "oracle_s": 0.0,
                       "learning_s": 0.0}
 
