@@ -30,7 +30,7 @@ from ..calibration.observations import even_max_per_node, group_observations
 from ..learning.stats_efficiency import efficiency, noise_scale
 
 __all__ = ["BATCH_CANDIDATES", "EPS", "fit_application", "gain", "throughput", "goodput", "optimize",
-           "split_batch", "speedup_table"]
+           "split_batch", "speedup_tables"]
 
 #: Global batch sizes tried per configuration (Pollux: ``np.geomspace``'s default of 50).
 BATCH_CANDIDATES = 50
@@ -96,15 +96,26 @@ def optimize(theta, grad_sqr, grad_var, init_batch, n_nodes, n_gpus, max_batch, 
     return g[best, cols], atomic[best, cols], steps[best, cols]
 
 
-def speedup_table(theta, grad_sqr, grad_var, init_batch, max_batch, atomic_range, max_nodes: int,
-                  max_gpus: int, base: tuple[int, int] = (1, 1)) -> np.ndarray:
-    """``S[n, r]``: best goodput at n nodes and r GPUs over the best at ``base`` (0 where n > r,
-    n = 0 or r = 0)."""
-    nn, rr = np.meshgrid(np.arange(1, max_nodes + 1), np.arange(1, max_gpus + 1), indexing="ij")
-    ok = nn <= rr
-    g = np.zeros(nn.shape)
-    g[ok] = optimize(theta, grad_sqr, grad_var, init_batch, nn[ok], rr[ok], max_batch, atomic_range)[0]
-    g0 = optimize(theta, grad_sqr, grad_var, init_batch, base[0], base[1], max_batch, atomic_range)[0][0]
-    out = np.zeros((max_nodes + 1, max_gpus + 1))
-    out[1:, 1:] = g / g0 if g0 > 0 else 0.0
+def speedup_tables(theta, grad_sqr, grad_var, init_batch, max_batch, min_atomic, max_atomic,
+                   max_nodes: int, max_gpus, base: tuple[int, int] = (1, 1)) -> np.ndarray:
+    """``S[j, n, r]``: job j's best goodput on n nodes and r GPUs over its best at ``base`` =
+    (nodes, GPUs); 0 where n > r, n = 0, or r is 0 or above ``max_gpus[j]``.  Every argument but
+    ``max_nodes`` and ``base`` is per job (``theta`` is [J, 7 or 8]); one vectorized
+    :func:`optimize` call over all jobs and configurations."""
+    theta = np.atleast_2d(np.asarray(theta, float))
+    cap = np.asarray(max_gpus, np.int64)
+    n_jobs, r_max = theta.shape[0], int(cap.max(initial=1))
+    jj, nn, rr = np.meshgrid(np.arange(n_jobs), np.arange(1, max_nodes + 1), np.arange(1, r_max + 1),
+                             indexing="ij")
+    ok = (nn <= rr) & (rr <= cap[jj])
+    j, n, r = jj[ok], nn[ok], rr[ok]
+    j = np.concatenate([j, np.arange(n_jobs)])
+    n = np.concatenate([n, np.full(n_jobs, base[0])])
+    r = np.concatenate([r, np.full(n_jobs, base[1])])
+    per = [np.asarray(x, float)[j] for x in (grad_sqr, grad_var, init_batch, max_batch, min_atomic, max_atomic)]
+    g = optimize(theta[j], per[0], per[1], per[2], n, r, per[3], (per[4], per[5]))[0]
+    g0 = g[-n_jobs:]
+    out = np.zeros((n_jobs, max_nodes + 1, r_max + 1))
+    k = ok.sum()
+    out[j[:k], n[:k], r[:k]] = g[:k] / np.where(g0 > 0, g0, np.inf)[j[:k]]
     return out
