@@ -66,6 +66,7 @@ class JobModel:
         self.resume_at = np.zeros(n_jobs)               # end of its current restart delay
         self.cur_batch = np.zeros(n_jobs)               # global batch of its current configuration
         self.cur_epoch = np.zeros(n_jobs, np.int64)
+        self._memo: dict[int, tuple] = {}
 
     # -- progress and epochs ----------------------------------------------
     def epochs(self, state: SchedState) -> np.ndarray:
@@ -127,6 +128,19 @@ class JobModel:
         g = gain(batch, app.init_batch_size, sqr, var)
         return float(g) / (step + steps * (step - sync)), float(batch)
 
+    def _rate_and_scale(self, job: int, counts: tuple[int, ...], epoch: int) -> tuple[float, float, float]:
+        """(measured rate, global batch, rate / oracle rate), memoized per job while its placement,
+        epoch and last statistics stay the same."""
+        key = (counts, epoch, float(self.stat_batch[job]), int(self.stat_epoch[job]), bool(self.started[job]))
+        hit = self._memo.get(job)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        rate, batch = self.measured_rate(job, counts, epoch)
+        base = self.oracle.rates(np.array([self._model[job]]), np.array([sum(counts)]), np.array([len(counts)]))[0]
+        out = (rate, batch, rate / base)
+        self._memo[job] = (key, out)
+        return out
+
     # -- the plan -----------------------------------------------------------
     def begin(self, state: SchedState) -> np.ndarray:
         """Start a decision: record what running jobs measured since the last one (statistics,
@@ -150,10 +164,7 @@ class JobModel:
             if _moved(state, plan, i):
                 self.resume_at[j] = state.now + (state.jobs.restart_delay[j] if self.restarts[j] >= 0 else 0.0)
                 self.restarts[j] += 1
-            rate, batch = self.measured_rate(j, new, int(epoch[i]))
-            base = self.oracle.rates(np.array([state.jobs.model[j]]), np.array([sum(new)]),
-                                     np.array([len(new)]))[0]
-            scale[i] = rate / base
+            rate, batch, scale[i] = self._rate_and_scale(j, new, int(epoch[i]))
             self.cur_batch[j], self.cur_epoch[j] = batch, epoch[i]
             starts = self.oracle.app(state.jobs.model[j]).epoch_progress
             if epoch[i] + 1 < starts.shape[0]:

@@ -112,7 +112,7 @@ class Pollux(GoodputPolicy):
         ids = state.active[order]
         problem = self.problem(state, order)
         if self.search == "dp":
-            x = dp_search(problem, int(state.cluster.node_gpus.max()))
+            x = dp_search(problem, int(state.cluster.node_gpus.max()), self.rng)
         else:
             states, f = nsga2(problem, self._seed_states(ids, problem), self.rng, self.population,
                               self.generations)

@@ -23,7 +23,9 @@ Two searches:
   each job either keeping its allocation or taking ``r`` GPUs packed on ``ceil(r / per_node)``
   nodes with its restart factor; then a placement (kept jobs stay, others fill whole free nodes
   first, then best fit, one distributed job per node) and, if placement had to shrink a job,
-  the better of that and the current allocation.  Exact on the counts, O(jobs x GPUs^2).
+  the same with only sizes that tile nodes (1, 2, 4, 8, ... on 4-GPU nodes), then
+  a short NSGA-II (:data:`POLISH`) seeded with those and the current allocation, which mends what
+  the packing assumption misses (fragmented nodes).  The DP is exact on the counts, O(jobs x GPUs^2).
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ MUTATE_RESET_P = 0.1      #: mutation: reset a job's row to the current allocati
 MUTATE_ZERO_JOB_P = 0.1   #: mutation: pick a job whose entries may be zeroed ...
 MUTATE_ZERO_P = 0.1       #: ... each with this probability
 MAX_MATING_TRIES = 100    #: rounds of mating to find distinct offspring (pymoo's default)
+POLISH = (20, 10)         #: our search: population and generations of the NSGA-II polish
 
 
 @dataclass
@@ -221,11 +224,17 @@ def _job_values(problem: PolluxProblem, per_node: int, budget: int) -> np.ndarra
     return np.where(sp >= 0, 1.0 / (np.maximum(sp, 0.0) + FITNESS_EPS), np.inf)
 
 
-def _dp_counts(problem: PolluxProblem, per_node: int) -> tuple[np.ndarray, np.ndarray]:
-    """GPUs per job (and whether it keeps its allocation) minimising sum 1/(s + eps)."""
+def _dp_counts(problem: PolluxProblem, per_node: int, packable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """GPUs per job (and whether it keeps its allocation) minimising sum 1/(s + eps); with
+    ``packable``, new allocations only of sizes that tile nodes (divisors and multiples of
+    ``per_node``), so that the placement never has to split a job."""
     g = int(problem.capacity.sum())
     j = problem.base.shape[0]
     v = _job_values(problem, per_node, g)                                  # [J, G + 1]
+    if packable:
+        r = np.arange(g + 1)
+        tiles = (r == 0) | ((r <= per_node) & (per_node % np.maximum(r, 1) == 0)) | (r % per_node == 0)
+        v[:, ~tiles] = np.inf
     base_r = problem.base.sum(axis=1)
     base_n = np.count_nonzero(problem.base, axis=1)
     keep_v = 1.0 / (problem.speedup[problem.jidx, np.minimum(base_n, problem.speedup.shape[1] - 1),
@@ -278,9 +287,15 @@ def _place(problem: PolluxProblem, counts: np.ndarray, keep: np.ndarray) -> np.n
     return x
 
 
-def dp_search(problem: PolluxProblem, per_node: int) -> np.ndarray:
-    """Our search (module docstring); returns one state [J, N]."""
-    counts, keep = _dp_counts(problem, per_node)
-    x = _place(problem, counts, keep)
-    cands = np.stack([x, problem.repair(problem.base[None], np.random.default_rng(0))[0]])
+def dp_search(problem: PolluxProblem, per_node: int, rng: np.random.Generator | None = None,
+              polish: tuple[int, int] = POLISH) -> np.ndarray:
+    """Our search (module docstring); returns one state [J, N].  The DP's answer, its placement
+    and the current allocation seed a short NSGA-II (``polish`` = (population, generations);
+    (0, 0) skips it) that repairs what the packing assumption missed."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    xs = [_place(problem, *_dp_counts(problem, per_node, packable)) for packable in (False, True)]
+    cands = np.stack(xs + [problem.repair(problem.base[None], rng)[0]])
+    if polish[0] > 0 and polish[1] > 0:
+        states, _ = nsga2(problem, cands, rng, polish[0], polish[1])
+        cands = np.concatenate([cands, states])
     return cands[int(np.argmax(problem.values(cands)[0]))]
