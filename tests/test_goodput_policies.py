@@ -87,3 +87,15 @@ def test_optimus_gives_the_spare_gpu_to_the_largest_marginal_gain(tmp_path):
     # job b (batch 8) can use at most 8 // 4 = 2 GPUs, job a (16) at most 4
     assert np.isfinite(res.finish).all()
     assert pol.max_replicas(0) == 4 and pol.max_replicas(1) == 2
+
+
+def test_run_reads_a_pollux_workload_with_its_profiles(tmp_path, monkeypatch):
+    # the clustersim run path: a Pollux CSV, profiles found through CLUSTERSIM_SHARED_DATA
+    write_profile(tmp_path / "data" / "profiles" / "pollux")
+    wl = write_workload(tmp_path / "w.csv", random_rows(5, seed=1))
+    monkeypatch.setenv("CLUSTERSIM_SHARED_DATA", str(tmp_path / "data"))
+    from sim.scenario import Scenario
+    sc = Scenario(cluster="pollux-64", workload=str(wl), policies=("pollux-tiresias", "optimus"))
+    results = sc.run()
+    assert all(np.isfinite(r.finish).all() for r in results.values())
+    assert sc.build()[0].total_gpus == 64

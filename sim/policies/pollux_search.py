@@ -121,13 +121,14 @@ def _fronts(f: np.ndarray) -> np.ndarray:
     lt = np.any(f[:, None, :] < f[None, :, :], axis=2)
     dom = le & lt                                  # dom[a, b]: a dominates b
     rank = np.full(f.shape[0], -1)
-    left = np.ones(f.shape[0], bool)
+    count = dom.sum(axis=0)                        # how many dominate each
+    cur = count == 0
     r = 0
-    while left.any():
-        idx = np.flatnonzero(left)
-        front = idx[~dom[np.ix_(idx, idx)].any(axis=0)]
-        rank[front] = r
-        left[front] = False
+    while cur.any():
+        rank[cur] = r
+        count = count - dom[cur].sum(axis=0)
+        count[rank >= 0] = -1
+        cur = count == 0
         r += 1
     return rank
 
