@@ -72,6 +72,10 @@ class Policy:
     #: non-preemptive policies; running jobs keep their GPUs, the engine then does
     #: O(queued) work per decision instead of O(active))
     view: ClassVar[str] = "all"
+    #: a placement-level rate model (sim.state.RateModel) the engine uses instead of the
+    #: oracle's slowest-worker rule for this policy's placements (e.g. SMJP's proportional
+    #: assignment); None: the oracle's rule.  A policy with one never takes the native path.
+    rate_model = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
