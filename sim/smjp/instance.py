@@ -95,6 +95,10 @@ class Instance:
     def jct(self, x: np.ndarray) -> np.ndarray:
         return self.wait + self.remaining * self.iteration_times(x)
 
+    @cached_property
+    def isolated(self) -> np.ndarray:
+        return self.isolated_times()
+
     def isolated_times(self) -> np.ndarray:
         """Each job's compute time per iteration on its ``kmax`` fastest free workers, alone
         (the slowdown denominator; communication left out)."""
@@ -109,7 +113,7 @@ class Instance:
             return np.where(rsum > 0, self.P / rsum, np.inf) if S else np.zeros(0)
 
     def slowdowns(self, jct: np.ndarray) -> np.ndarray:
-        return jct / np.maximum(self.remaining * self.isolated_times(), 1e-300)
+        return jct / np.maximum(self.remaining * self.isolated, 1e-300)
 
     def fits(self, x: np.ndarray) -> bool:
         n = x.sum(axis=1)

@@ -8,7 +8,8 @@ market clears by an ascending-price auction: an unassigned slot bids for the che
 its best class (payoff ``v - price``), raising that worker's price by its margin over the
 second-best payoff plus ``eps``; an outbid slot bids again.  This is Demange, Gale and
 Sotomayor's ascending auction in Bertsekas' eps form, run with eps-scaling; at the end the
-assignment is within ``slots * eps`` of the best total value, which :func:`lsa_assignment`
+assignment is within ``workers * eps`` of the best total value (dummy bidders valuing every
+worker at 0 square the market), which :func:`lsa_assignment`
 (scipy's exact Hungarian-type solver on the expanded matrix) checks.  Workers of one class are
 interchangeable, so each class keeps its workers' prices in a min-heap.
 
@@ -42,18 +43,25 @@ def valuations(inst: Instance, cls: Classes, K: np.ndarray) -> np.ndarray:
     return np.where(cls.rho > 0, scale[:, None] * cls.rho, -np.inf)
 
 
+#: eps falls by this factor between the auction's eps-scaling phases (our choice, measured:
+#: factors 4-10 beat 30 and 100 on the scale part of scalability/smjp_experiment.py)
+EPS_FACTOR = 5.0
+
+
 def _eps_schedule(value: np.ndarray, rel: float) -> np.ndarray:
     finite = value[np.isfinite(value)]
     span = float(finite.max() - finite.min()) if finite.size else 0.0
     span = span if span > 0 else max(float(np.abs(finite).max(initial=0.0)), 1.0)
-    steps = int(np.ceil(np.log10(0.25 / rel))) + 1
-    return span * 0.25 * np.power(0.1, np.arange(steps))
+    steps = int(np.ceil(np.log(0.25 / rel) / np.log(EPS_FACTOR))) + 1
+    return span * 0.25 * np.power(1.0 / EPS_FACTOR, np.arange(steps))
 
 
 def matchable(allowed: np.ndarray, K: np.ndarray, cap: np.ndarray) -> bool:
     """Can every job get its ``K_i`` workers from classes it may use (``allowed`` [S, C])?
     A max flow source -> jobs -> classes -> sink."""
     S, C = allowed.shape
+    if allowed.all():
+        return int(K.sum()) <= int(cap.sum())
     r, c = np.nonzero(allowed)
     src = np.concatenate([np.zeros(S, np.int64), 1 + r, 1 + S + np.arange(C)])
     dst = np.concatenate([1 + np.arange(S), 1 + S + c, np.full(C, 1 + S + C)])
@@ -62,15 +70,20 @@ def matchable(allowed: np.ndarray, K: np.ndarray, cap: np.ndarray) -> bool:
     return int(maximum_flow(g, 0, S + C + 1).flow_value) == int(K.sum())
 
 
-def auction(value: np.ndarray, K: np.ndarray, cap: np.ndarray, rel_eps: float = 1e-9):
+def auction(value: np.ndarray, K: np.ndarray, cap: np.ndarray, rel_eps: float = 1e-6):
     """The ascending-price market: (y [S, C] workers of each class per job, or None when the
     slots cannot all be matched; the final eps)."""
     if not matchable(np.isfinite(value), K, cap):
         return None, 0.0
-    slots = np.repeat(np.arange(value.shape[0], dtype=np.int64), K)
+    S, C = value.shape
+    cap = np.minimum(np.asarray(cap, np.int64), int(K.sum()))
+    # dummy bidders that value every worker at 0 take the workers nobody needs: a square
+    # market, where eps-complementary slackness bounds the loss at every eps-scaling phase
+    slots = np.repeat(np.arange(S + 1, dtype=np.int64), np.append(K, int(cap.sum() - K.sum())))
     eps = _eps_schedule(value, rel_eps)
-    ok, y = _auction(np.ascontiguousarray(value, float), slots, np.asarray(cap, np.int64), eps)
-    return (y if ok else None), float(eps[-1])
+    ext = np.vstack([np.asarray(value, float), np.zeros((1, C))])
+    ok, y = _auction(ext, slots, cap, eps)
+    return (y[:S] if ok else None), float(eps[-1])
 
 
 @njit(cache=True)
@@ -215,7 +228,7 @@ def class_times(inst: Instance, y: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _local_search(y, free, T, rho, P, grad, node_max, intra, inter, passes):
+def _local_search(y, free, kmin, T, rho, P, grad, node_max, intra, inter, passes):
     S, C = y.shape
     cost = np.empty(S)
     for i in range(S):
@@ -225,6 +238,16 @@ def _local_search(y, free, T, rho, P, grad, node_max, intra, inter, passes):
         improved = False
         for a in range(S):
             for c in range(C):
+                if y[a, c] > 0 and y[a].sum() > kmin[a]:      # release a worker
+                    y[a, c] -= 1
+                    na = T[a] * _job_time(a, y, rho, P, grad, node_max, intra, inter)
+                    if na < cost[a] * (1 - 1e-12):
+                        cost[a] = na
+                        free[c] += 1
+                        moves += 1
+                        improved = True
+                    else:
+                        y[a, c] += 1
                 for d in range(C):
                     if d == c or y[a, c] == 0:
                         continue
@@ -265,13 +288,14 @@ def _local_search(y, free, T, rho, P, grad, node_max, intra, inter, passes):
 
 
 def local_search(inst: Instance, y: np.ndarray, passes: int = 2) -> int:
-    """Improve ``y`` in place by moving one worker of a job to an idle worker of another class,
-    or swapping one worker between two jobs, while the sum of ``T_i`` x iteration time falls;
-    at most ``passes`` sweeps.  Returns the number of moves."""
+    """Improve ``y`` in place while the sum of ``T_i`` x iteration time falls: release one
+    worker of a job (down to ``kmin``, when the all-reduce costs more than the worker brings),
+    move one to an idle worker of another class, or swap one between two jobs; at most
+    ``passes`` sweeps.  Returns the number of moves."""
     cls = inst.classes
     free = cls.cap - y.sum(axis=0)
-    return int(_local_search(y, free, inst.remaining.astype(float), *_class_args(inst, cls),
-                             int(passes)))
+    return int(_local_search(y, free, inst.kmin.astype(np.int64), inst.remaining.astype(float),
+                             *_class_args(inst, cls), int(passes)))
 
 
 def pack(inst: Instance, y: np.ndarray) -> np.ndarray:
@@ -305,13 +329,11 @@ def pack(inst: Instance, y: np.ndarray) -> np.ndarray:
     return x
 
 
-def solve_category(inst: Instance, K: np.ndarray, swap_passes: int = 2):
-    """Market, then local search, for one category: (y [S, C], estimated sum of T x iteration
-    time), or None when the category cannot be matched."""
+def solve_category(inst: Instance, K: np.ndarray):
+    """The market of one category: (y [S, C], estimated iteration times [S]), or None when
+    the category cannot be matched."""
     cls = inst.classes
     y, _ = auction(valuations(inst, cls, K), K, cls.cap)
     if y is None:
         return None
-    if swap_passes > 0:
-        local_search(inst, y, swap_passes)
     return y, class_times(inst, y)

@@ -1,9 +1,9 @@
 """Sampling-based multi-job placement (paper 2): the sparsified search over categories.
 
 ``N`` categories are drawn around the work-proportional split (sim.smjp.categories); each is
-cleared by the matching market and improved by local search (sim.smjp.market) and scored by its
-estimated completion times; the ``refine_top`` best are packed onto nodes and scored exactly;
-the best score wins:
+cleared by the matching market (sim.smjp.market) and scored by its estimated completion times;
+the ``refine_top`` best are improved by pairwise-swap local search, packed onto nodes and
+scored exactly; the best score wins:
 
     score = avg JCT * (1 + beta_f * (1 - Jain(slowdowns)))
 
@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import ConfigError
 from .categories import sample_categories, work_weights
 from .instance import Instance, jain
-from .market import pack, solve_category
+from .market import local_search, pack, solve_category
 
 __all__ = ["Solution", "SamplingConfig", "solve_sampling", "score", "solution"]
 
@@ -32,8 +32,9 @@ class SamplingConfig:
     samples: categories drawn per decision (N; default 64).
     theta: centre of the draws, 0 = equal split (fair) ... 1 = work-proportional (default 0.5).
     beta_f: weight of unfairness in the score (0: pure average JCT; default 0).
-    swap_passes: sweeps of the pairwise-swap local search per category (default 2).
-    refine_top: categories packed onto nodes and scored exactly (default 4).
+    swap_passes: sweeps of the pairwise-swap local search per refined category (default 2).
+    refine_top: best-estimated categories refined by local search, packed onto nodes and
+        scored exactly (default 4).
     seed: seed of the draws.
     """
 
@@ -98,14 +99,17 @@ def solve_sampling(inst: Instance, config: SamplingConfig = SamplingConfig(),
     rbar = (inst.rho * usable).sum(axis=1) / np.maximum(usable.sum(axis=1), 1)
     w = work_weights(inst.remaining, inst.P, rbar, config.theta)
     cats = sample_categories(w, inst.kmin, inst.kmax, total, config.samples, rng)
-    solved = [solve_category(inst, K, config.swap_passes) for K in cats]
+    solved = [solve_category(inst, K) for K in cats]
     est = _estimated_scores(inst, solved, config.beta_f)
     top = [k for k in np.argsort(est, kind="stable")[:config.refine_top] if np.isfinite(est[k])]
     if not top:
         return None
     best = None
     for k in top:
-        sol = solution(inst, pack(inst, solved[k][0]), config.beta_f, len(cats), 0.0)
+        y = solved[k][0]
+        if config.swap_passes > 0:
+            local_search(inst, y, config.swap_passes)
+        sol = solution(inst, pack(inst, y), config.beta_f, len(cats), 0.0)
         if best is None or sol.score < best.score:
             best = sol
     return Solution(best.x, best.jct, best.avg_jct, best.jain, best.score, len(cats),
