@@ -300,16 +300,19 @@ def local_search(inst: Instance, y: np.ndarray, passes: int = 2) -> int:
 
 def pack(inst: Instance, y: np.ndarray) -> np.ndarray:
     """Node placement x [S, N] of class counts y [S, C]: within each class, jobs that use one
-    class and need most go first, each on the fullest-fitting node (best fit), else over the
-    nodes with most free workers."""
+    class go first, those with the most all-reduce traffic to keep inside a node
+    (``T_i D_i (n_i - 1) / n_i``) before the others, each on the fullest node that holds it
+    (best fit), else over the nodes with most free workers."""
     cls = inst.classes
     free = inst.cap.astype(np.int64).copy()
     x = np.zeros(inst.rho.shape, np.int64)
     multi = (y > 0).sum(axis=1) > 1
+    n = np.maximum(y.sum(axis=1), 1)
+    traffic = inst.remaining * inst.grad * (n - 1) / n
     for c in np.flatnonzero(y.sum(axis=0) > 0):
         nodes = np.flatnonzero(cls.of_node == c)
         jobs = np.flatnonzero(y[:, c] > 0)
-        jobs = jobs[np.lexsort((-y[jobs, c], multi[jobs]))]
+        jobs = jobs[np.lexsort((-y[jobs, c], -traffic[jobs], multi[jobs]))]
         for i in jobs:
             need = int(y[i, c])
             f = free[nodes]
