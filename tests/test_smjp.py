@@ -234,8 +234,9 @@ def test_engine_runs_smjp_jobs_at_the_latency_models_rate():
     # one job of 6 GPUs on the test cluster (4 fast of 2 it/s, 4 slow of 1 it/s on node 1, 2 slow
     # at speed 0.5): SMJP takes the 4 fast and 2 slow of node 1.  P = 6 x 32 = 192 samples,
     # rho 64 / 32 samples/s: shares 38.4 x 4, 19.2 x 2 -> 39, 39, 38, 38, 19, 19: 39/64 s;
-    # ring over 10 Gbit/s: 2 * 5/6 * 102,228,128 B / 1.25e9 B/s.
-    jobs = specs([0.0], [6], [100.0], [0])
+    # ring over 10 Gbit/s: 2 * 5/6 * 102,228,128 B / 1.25e9 B/s.  600 units of work (per-GPU
+    # batches) are 100 iterations of the 6-GPU global batch.
+    jobs = specs([0.0], [6], [600.0], [0])
     res = run_jobs(small_cluster(), jobs, get_policy("smjp"), LinearOracle(), EngineConfig())
     it = 39 / 64 + 2 * 5 / 6 * 25_557_032 * 4 / 1.25e9
     assert res.finish[0] == pytest.approx(100 * it, rel=1e-12)

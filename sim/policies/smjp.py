@@ -98,8 +98,9 @@ class _SMJPBase(Policy):
         free = state.node_free[state.node_free > 0].astype(np.int64)
         usable = (free[None, :] * (t["rho"] > 0)).sum(axis=1)
         best = t["rho"].max(axis=1)
-        with np.errstate(divide="ignore"):
-            key = (state.remaining * t["P"] / (best * t["kmin"]) if self.admission == "srpt"
+        with np.errstate(divide="ignore"):     # iterations x P / (kmin x fastest worker)
+            demand = state.jobs.demand[state.active]
+            key = (state.remaining / demand * t["P"] / (best * t["kmin"]) if self.admission == "srpt"
                    else state.jobs.arrival[state.active])
         order = np.lexsort((state.active, key))
         order = order[usable[order] >= t["kmin"][order]]
@@ -114,7 +115,8 @@ class _SMJPBase(Policy):
     def _instance(self, state: SchedState, t: dict, adm: np.ndarray, free_nodes) -> Instance:
         c = state.cluster
         free = state.node_free[free_nodes].astype(np.int64)
-        return Instance(remaining=state.remaining[adm].astype(float), P=t["P"][adm],
+        demand = state.jobs.demand[state.active[adm]]
+        return Instance(remaining=state.remaining[adm] / demand, P=t["P"][adm],
                         grad=t["grad"][adm], kmin=t["kmin"][adm],
                         kmax=np.minimum(t["kmax"][adm], int(free.sum())),
                         wait=state.now - state.jobs.arrival[state.active[adm]],

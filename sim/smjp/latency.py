@@ -13,6 +13,12 @@ share one node, else the smallest inter-node bandwidth among the nodes used (alg
 worker gets a whole number of samples, ``n_k = floor(P rho_k / sum rho)`` plus one for the
 largest remainders, and the compute time is that of the slowest share.
 
+Units: a job's work (sim.state.JobSpecs.work) counts per-GPU batches, the convention of the
+throughput oracle (Gavel's tables: ``k`` GPUs make about ``k`` times the progress of one).  One
+iteration of the global batch ``P_i = demand_i x B_i`` samples (``B_i``: the model's per-GPU
+batch) is therefore ``demand_i`` units of work: ``T_i = work / demand_i`` iterations, and the
+engine's rate is ``demand_i / iteration time`` work units per second.
+
 Everything works on placements as CSR arrays (one entry per job and node); a worker whose
 throughput is 0, or a ring over a link of bandwidth 0, gives an infinite iteration time.
 :class:`ProportionalRates` is the same model as the engine's placement-level rate model
@@ -169,9 +175,9 @@ class LatencyModel:
 
 
 class ProportionalRates:
-    """The engine's rate model for SMJP placements (sim.state.RateModel): iterations/s =
-    1 / iteration time of :class:`LatencyModel` on the placement.  Any policy may opt in by
-    setting ``policy.rate_model = ProportionalRates()``."""
+    """The engine's rate model for SMJP placements (sim.state.RateModel): work units/s =
+    ``demand / iteration time`` of :class:`LatencyModel` on the placement (units: module
+    docstring).  Any policy may opt in by setting ``policy.rate_model = ProportionalRates()``."""
 
     def __init__(self, model: LatencyModel | None = None):
         self.model = model or LatencyModel()
@@ -186,4 +192,4 @@ class ProportionalRates:
         it = self.model.times(P, grad, indptr, counts, rho, cluster.intra_bw_gbps[nodes],
                               cluster.inter_bw_gbps[nodes])
         with np.errstate(divide="ignore"):
-            return np.where(np.isfinite(it) & (it > 0), 1.0 / it, 0.0)
+            return np.where(np.isfinite(it) & (it > 0), jobs.demand[ids] / it, 0.0)
