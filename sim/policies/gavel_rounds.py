@@ -68,8 +68,8 @@ class GavelRounds(Policy):
     def __init__(self, placement: str = "consolidated", time_per_round_s: float = 360.0,
                  reset_interval_s: float = 1920.0, seed: int = 0, solver: str = "ipm"):
         super().__init__(placement)
-        self.time_per_round_s = _positive(self.name, "time_per_round_s", time_per_round_s)
-        self.reset_interval_s = _positive(self.name, "reset_interval_s", reset_interval_s, zero=True)
+        self.time_per_round_s = check_positive(self.name, "time_per_round_s", time_per_round_s)
+        self.reset_interval_s = check_positive(self.name, "reset_interval_s", reset_interval_s, zero=True)
         self.seed = int(seed)
         self.solver = check_solver(solver)
         self._reset(None)
@@ -144,9 +144,9 @@ class GavelRounds(Policy):
             if ids.size and not (state.jobs.arrival > now).any():
                 raise SimError(f"policy {self.name}: no active job can be scheduled at t={now} "
                                f"(first: job {int(ids[0])}) and no job is left to arrive")
-            return _plan(ids.size, owner, nodes, counts)
+            return plan_from_owners(ids.size, owner, nodes, counts)
         self.round_end = now + self.time_per_round_s
-        plan = _plan(ids.size, owner, nodes, counts)
+        plan = plan_from_owners(ids.size, owner, nodes, counts)
         return Plan(plan.indptr, plan.nodes, plan.counts, wakeup=self.round_end)
 
     def _credit_finished(self, state: SchedState) -> None:
@@ -180,7 +180,7 @@ class GavelRounds(Policy):
         new = ~self.member[ids]
         if not new.any():
             return
-        _validate_jobs(self.name, state, thr, new)
+        validate_runnable(self.name, state, thr, new)
         nid = ids[new]
         self.member[nid] = True
         self.time_so_far[nid] = self.time_per_round_s / 2.0
@@ -301,14 +301,14 @@ def _previous_placements(state: SchedState):
     return prev_type, prev
 
 
-def _plan(n: int, owner: np.ndarray, nodes: np.ndarray, counts: np.ndarray) -> Plan:
+def plan_from_owners(n: int, owner: np.ndarray, nodes: np.ndarray, counts: np.ndarray) -> Plan:
     order = np.argsort(owner, kind="stable")
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(owner, minlength=n), out=indptr[1:])
     return Plan(indptr, nodes[order], counts[order])
 
 
-def _validate_jobs(name: str, state: SchedState, thr: np.ndarray, new: np.ndarray) -> None:
+def validate_runnable(name: str, state: SchedState, thr: np.ndarray, new: np.ndarray) -> None:
     """New jobs must be able to run somewhere: throughput > 0 on a type with enough GPUs."""
     c = state.cluster
     cap = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types))
@@ -326,7 +326,7 @@ def _validate_jobs(name: str, state: SchedState, thr: np.ndarray, new: np.ndarra
                           f"({bad.size} such jobs)")
 
 
-def _positive(name: str, what: str, value, zero: bool = False) -> float:
+def check_positive(name: str, what: str, value, zero: bool = False) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
