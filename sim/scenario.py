@@ -30,7 +30,7 @@ DEFAULT_POLICIES = ("fifo", "sjf", "srtf", "las", "tiresias")
 @dataclass
 class Scenario:
     cluster: str = DEFAULT_CLUSTER
-    workload: str = "generate"            # "generate" or a job-table file (Parquet/CSV)
+    workload: str = "generate"            # "generate", a job table or a trace (sim.traces formats)
     jobs: int = DEFAULT_JOBS
     load: float = DEFAULT_LOAD
     sizes: str = "gavel"
@@ -49,12 +49,13 @@ class Scenario:
         if self.workload != "generate" and is_pollux_workload(self.workload):
             table, goodput_oracle = read_goodput_workload(self.workload)
             return cluster, table, goodput_oracle if not self.throughputs else _oracle(self.throughputs, cluster)
-        oracle = _oracle(self.throughputs, cluster)
+        oracle = _oracle(self.throughputs, cluster) if self.throughputs or self.workload == "generate" \
+            else None
         if self.workload == "generate":
             table = generate_workload(self.jobs, self.load, self.seed, sizes=self.sizes,
                                       durations=self.durations, throughput=oracle)
         else:
-            table = _read_workload(Path(self.workload))
+            table, oracle = _read_workload(Path(self.workload), cluster, oracle)
         return cluster, table, oracle
 
     def engine_config(self) -> EngineConfig:
@@ -76,30 +77,16 @@ class Scenario:
         return results
 
 
-def _read_workload(path: Path) -> JobTable:
-    """A canonical job table; a raw trace given instead gets a message saying to convert it."""
-    from .errors import TraceError
+def _read_workload(path: Path, cluster: Cluster, oracle) -> tuple[JobTable, object]:
+    """A job table or a trace in any format :mod:`sim.traces` reads (Gavel's ``.trace``
+    included), and the oracle to run it with (:func:`sim.traces.trace_oracle`)."""
+    from .traces import detect_format, read_trace, trace_oracle
 
     if not path.exists():
         raise ConfigError(f"workload file {path} does not exist")
-    try:
-        return JobTable.read(path)
-    except TraceError as exc:
-        fmt = _trace_format(path)
-        if fmt is None or fmt == "jobs":
-            raise
-        raise ConfigError(f"workload file {path} is a {fmt!r} trace, not a clustersim job table: "
-                          f"convert it first with 'clustersim trace convert {path} -o jobs.parquet' "
-                          f"(then --workload jobs.parquet)") from None
-
-
-def _trace_format(path: Path) -> str | None:
-    from .errors import SimError
-    from .traces import detect_format
-    try:
-        return detect_format(path)
-    except SimError:
-        return None
+    fmt = detect_format(path)
+    load = read_trace(path, fmt)
+    return load.jobs, trace_oracle(load, fmt, cluster, oracle)
 
 
 def _oracle(path: str | None, cluster: Cluster):

@@ -31,10 +31,14 @@ import numpy as np
 from ..cluster import Cluster, canonical_gpu_type
 from ..errors import ConfigError, TraceError
 from ..jobs import JobTable
-from ..throughput import DEFAULT_RESTART_DELAY_S, RELATIVE_SPEED, TableThroughput
+from ..throughput import DEFAULT_RESTART_DELAY_S, RELATIVE_SPEED, TableThroughput, default_oracle
 from .common import TRACE_MODEL, TraceLoad
 
-__all__ = ["replay_oracle", "fit_to_cluster", "replay"]
+__all__ = ["replay_oracle", "fit_to_cluster", "replay", "trace_oracle", "TABLE_FORMATS"]
+
+#: Formats whose jobs name models of a throughput table, their work in that table's iterations
+#: (Gavel's ``total_steps``): they run with the table, not with the replay oracle.
+TABLE_FORMATS = ("jobs", "gavel")
 
 
 def replay_oracle(cluster: Cluster | Iterable[str], *, reference_type: str | None = None, speeds: str = "uniform",
@@ -60,6 +64,17 @@ def replay_oracle(cluster: Cluster | Iterable[str], *, reference_type: str | Non
     return TableThroughput({ref: {model: {1: 1.0}}}, reference_type=ref, spread_penalty=1.0,
                            scaling_efficiency=1.0, relative_speed=rel, restart_delays={},
                            default_restart_delay_s=restart_delay_s, source=f"<replay oracle, {speeds}, ref {ref}>")
+
+
+def trace_oracle(load: TraceLoad, fmt: str, cluster: Cluster, oracle=None):
+    """The oracle to run a trace's jobs with: ``oracle`` if given; for :data:`TABLE_FORMATS`
+    the default table (:func:`sim.throughput.default_oracle`, Gavel's); otherwise the replay
+    oracle, which keeps each job's recorded run time on the trace's GPU type."""
+    if oracle is not None:
+        return oracle
+    if fmt in TABLE_FORMATS:
+        return default_oracle()
+    return replay_oracle(cluster, reference_type=load.trace_gpu_type)
 
 
 def fit_to_cluster(load: TraceLoad | JobTable, cluster: Cluster, *, too_big: str = "error",
