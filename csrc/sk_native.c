@@ -57,6 +57,10 @@ struct sk_policy {
     /* the pending plan: preempt[], then place[] with CSR entries, in decision order */
     int64_t *preempt, n_preempt, *place, n_place, *place_ptr, *place_pos;
     int32_t *place_nodes, *place_counts, *free, *taken;
+    int32_t *seg;                       /* max-tree over free (seg_size leaves) */
+    int64_t seg_size;
+    int64_t done_seen;                  /* completions when the slots were last compacted */
+    int slots_stale;                    /* preemptions since then */
     int64_t *node_keys;
     int pending, pending_full;
     double pending_seconds;
@@ -397,6 +401,30 @@ static void sort_entries(int32_t *nodes, int32_t *counts, int64_t m) {
     }
 }
 
+/* ---- a max-tree over the free GPUs per node: first fit in O(log nodes) */
+
+static void seg_build(const sk_engine *e, struct sk_policy *p) {
+    int64_t size = p->seg_size;
+    for (int64_t i = 0; i < size; i++) p->seg[size + i] = i < e->n_nodes ? p->free[i] : -1;
+    for (int64_t i = size - 1; i > 0; i--)
+        p->seg[i] = p->seg[2 * i] > p->seg[2 * i + 1] ? p->seg[2 * i] : p->seg[2 * i + 1];
+}
+
+static void seg_set(struct sk_policy *p, int64_t node, int32_t value) {
+    int64_t i = p->seg_size + node;
+    p->seg[i] = value;
+    for (i /= 2; i > 0; i /= 2)
+        p->seg[i] = p->seg[2 * i] > p->seg[2 * i + 1] ? p->seg[2 * i] : p->seg[2 * i + 1];
+}
+
+/* The lowest node with at least want free GPUs, or -1. */
+static int64_t seg_first_fit(const struct sk_policy *p, int32_t want) {
+    if (p->seg[1] < want) return -1;
+    int64_t i = 1;
+    while (i < p->seg_size) i = p->seg[2 * i] >= want ? 2 * i : 2 * i + 1;
+    return i - p->seg_size;
+}
+
 static int64_t place_spread(const sk_engine *e, struct sk_policy *p, int32_t *free, int32_t want,
                             int32_t *nodes, int32_t *counts) {
     int64_t m = nodes_by_free(e, p, free, -1), out = 0;
@@ -413,6 +441,7 @@ static int64_t place_spread(const sk_engine *e, struct sk_policy *p, int32_t *fr
             nodes[out] = (int32_t)i;
             counts[out++] = p->taken[i];
             free[i] -= p->taken[i];
+            seg_set(p, i, free[i]);
             p->taken[i] = 0;
         }
     }
@@ -422,13 +451,13 @@ static int64_t place_spread(const sk_engine *e, struct sk_policy *p, int32_t *fr
 
 static int64_t place_consolidated(const sk_engine *e, struct sk_policy *p, int32_t *free,
                                   int32_t want, int32_t *nodes, int32_t *counts) {
-    for (int32_t i = 0; i < e->n_nodes; i++) {
-        if (free[i] >= want) {
-            free[i] -= want;
-            nodes[0] = i;
-            counts[0] = want;
-            return 1;
-        }
+    int64_t first = seg_first_fit(p, want);              /* single node, first fit */
+    if (first >= 0) {
+        free[first] -= want;
+        seg_set(p, first, free[first]);
+        nodes[0] = (int32_t)first;
+        counts[0] = want;
+        return 1;
     }
     int64_t type_free[64] = {0};
     for (int32_t i = 0; i < e->n_nodes; i++) type_free[p->node_type[i]] += free[i];
@@ -446,7 +475,10 @@ static int64_t place_consolidated(const sk_engine *e, struct sk_policy *p, int32
             need -= g;
         }
     }
-    for (int64_t k = 0; k < out; k++) free[nodes[k]] -= counts[k];
+    for (int64_t k = 0; k < out; k++) {
+        free[nodes[k]] -= counts[k];
+        seg_set(p, nodes[k], free[nodes[k]]);
+    }
     sort_entries(nodes, counts, out);
     return out;
 }
@@ -482,6 +514,7 @@ static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
         for (int32_t q = 0; q < e->pl_len[j]; q++) p->free[e->pl[j][2 * q]] += e->pl[j][2 * q + 1];
     }
     for (int32_t n = 0; n < e->n_nodes; n++) total += p->free[n];
+    seg_build(e, p);
     return total;
 }
 
@@ -561,7 +594,11 @@ static int decide(sk_engine *e, struct sk_policy *p) {
     plan_reset(p);
     int64_t n_cont = 0, budget = e->total_gpus - e->used_gpus;
     if (p->spec.preemptive) {
-        compact_running(e, p);
+        if (p->slots_stale || e->n_done != p->done_seen) {
+            compact_running(e, p);
+            p->slots_stale = 0;
+            p->done_seen = e->n_done;
+        }
         if (p->spec.kind == SK_POL_TIRESIAS) tiresias_update(e, p);
         else for (int64_t i = 0; i < p->n_slots; i++) key_slot(p, &p->slots[i], e->now);
         n_cont = split_running(e, p, &budget);
@@ -702,6 +739,7 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
     if (rc != SK_OK) return rc;
     rc = apply_plan(e, p);
     if (rc < 0) return rc;
+    p->slots_stale |= p->n_preempt > 0;
     for (int64_t k = 0; k < p->n_preempt; k++) {       /* they wait again, keyed as of now */
         key_waiting(e, p, p->preempt[k]);
         heap_add(e, p, p->preempt[k]);
@@ -837,7 +875,7 @@ void skn_free(struct sk_policy *p) {
     free(p->taken); free(p->node_keys); free(p->ap_ids); free(p->ap_ptr); free(p->ap_ord);
     free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->sum_nn); free(p->sum_mask);
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
-    free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->used_types); free(p->arrived); free(p->completed);
+    free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->used_types); free(p->arrived); free(p->completed);
     free(p);
 }
 
@@ -879,7 +917,8 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->place_ptr, nj + 1) && NEW(p->place_nodes, g) && NEW(p->place_counts, g) &&
              NEW(p->free, nn) && NEW(p->taken, nn) && NEW(p->node_keys, nn) && NEW(p->ap_ids, nj) &&
              NEW(p->ap_ptr, nj + 1) && NEW(p->ap_ord, nj) && NEW(p->ap_nodes, g) &&
-             NEW(p->ap_counts, g) && NEW(p->ap_rates, nj) && NEW(p->dem, nj) && NEW(p->place_pos, nj) && NEW(p->rkey, nj) && NEW(p->rkey2, nj) && NEW(p->sum_nn, nj) &&
+             NEW(p->ap_counts, g) && NEW(p->ap_rates, nj) && NEW(p->dem, nj) && NEW(p->place_pos, nj) && NEW(p->rkey, nj) && NEW(p->rkey2, nj) &&
+             NEW(p->seg, 2 * p->seg_size) && NEW(p->sum_nn, nj) &&
              NEW(p->sum_mask, nj) && NEW(p->sum_slot, nj) && NEW(p->sum_speed, nj) &&
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
@@ -931,6 +970,7 @@ int sk_native_set_policy(sk_engine *e, const sk_policy_spec *spec, const sk_nati
     p->n_types = in->n_types;
     p->n_buckets = in->n_buckets;
     p->fgd_width = in->fgd_width;
+    for (p->seg_size = 1; p->seg_size < e->n_nodes; p->seg_size *= 2) {}
     rc = alloc_policy(e, p, in->n_buckets);
     if (rc < 0) { skn_free(p); return rc; }
     fill_inputs(e, p, in);
