@@ -132,6 +132,35 @@ class EndToEnd:
     track_engine_seconds.unit = "s"
 
 
+class ContendedNative:
+    """A contended run (20,000 jobs on 256 x 8 GPUs at 300 jobs/h: jobs wait) decided inside the
+    C kernel (sim.native) and by the Python policy at every decision, in the same process:
+    ``track_speedup`` is the ratio of the two wall times (issue 18)."""
+
+    timeout = 900
+    params = [["fifo", "srtf", "tiresias"]]
+    param_names = ["policy"]
+
+    def setup(self, policy):
+        from sim.engine import EngineConfig
+        self.oracle = TableThroughput.builtin()
+        self.cluster = uniform_cluster(256, 8)
+        from sim.workload import generate_workload
+        self.table = generate_workload(20_000, 300.0, 0, throughput=self.oracle)
+        self.native, self.python = EngineConfig(native=True), EngineConfig(native=False)
+        simulate(self.cluster, self.table, get_policy(policy), self.oracle, self.native)
+
+    def time_native(self, policy):
+        simulate(self.cluster, self.table, get_policy(policy), self.oracle, self.native)
+
+    def track_speedup(self, policy):
+        """Python-path wall time / native wall time, measured back to back."""
+        a = simulate(self.cluster, self.table, get_policy(policy), self.oracle, self.native)
+        b = simulate(self.cluster, self.table, get_policy(policy), self.oracle, self.python)
+        return b.wall_seconds / a.wall_seconds
+    track_speedup.unit = "x"
+
+
 class _Stop(Exception):
     pass
 

@@ -127,7 +127,7 @@ def main(argv=None) -> None:
     for load in [float(x) for x in args.sweep_loads.split(",")]:
         if load in loads:
             continue
-        for policy in ("fifo", "las", "tiresias"):
+        for policy in ("fifo", "srtf", "tiresias"):
             row = _subprocess_cell(args.jobs, load, policy, "native", 900, args.cluster)
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "profile"}), flush=True)
