@@ -100,5 +100,59 @@ def objectives(n_nodes: int = 64, n_jobs: int = 100, seed: int = 0) -> dict:
     return out
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[1:] != ["sia"]:
     print(objectives())
+
+
+# -- Sia: one ILP round at 1,024 nodes with 2,000 active jobs (target <= 5 s; docs/goodput.md) ------
+
+def sia_round_inputs(n_jobs: int = 2000, seed: int = 0):
+    """The ILP of one Sia round on 512 x 4 T4 + 256 x 8 RTX 2080 Ti + 256 x 8 A100 (1,024 nodes):
+    Sia's configurations; each job's normalized goodput ``speed[type] x r^u`` (u in [0.5, 1], a
+    concave scaling curve, speeds 1 / 1.6 / 3.5 with +-30% per job), up to 64 GPUs; the restart
+    factor 0.9 on every configuration but the current one (a random one for half the jobs);
+    costs ``round(S^-0.5, 2)`` as the policy builds them."""
+    from sim.cluster import cluster_from_groups
+    from sim.goodput.sia_configs import sia_configs
+    cluster = cluster_from_groups("sia-1024", [{"count": 512, "gpus": 4, "type": "t4"},
+                                               {"count": 256, "gpus": 8, "type": "rtx2080ti"},
+                                               {"count": 256, "gpus": 8, "type": "a100"}])
+    cfg = sia_configs(cluster)
+    rng = np.random.default_rng(seed)
+    speed = np.array([1.0, 1.6, 3.5])[None, :] * rng.uniform(0.7, 1.3, (n_jobs, 3))
+    u = rng.uniform(0.5, 1.0, (n_jobs, 1))
+    s = speed[:, cfg.type_idx] * cfg.gpus[None, :] ** u
+    s /= s.min(axis=1, keepdims=True)
+    prev = np.where(rng.random(n_jobs) < 0.5, rng.integers(0, len(cfg), n_jobs), -1)
+    keep = np.zeros_like(s, bool)
+    keep[np.flatnonzero(prev >= 0), prev[prev >= 0]] = True
+    s = np.where(keep, s, 0.9 * s)
+    return np.round(s ** -0.5, 2), np.ones_like(s, bool), cfg
+
+
+class SiaRound:
+    timeout = 120
+
+    def setup(self):
+        self.inputs = sia_round_inputs()
+
+    def time_ilp_round(self):
+        from sim.policies.sia_ilp import solve_sia_ilp
+        cost, valid, cfg = self.inputs
+        solve_sia_ilp(cost, valid, cfg.type_idx, cfg.gpus, cfg.capacity, 1.1)
+
+
+def sia_round(n_jobs: int = 2000, seed: int = 0, **ilp) -> dict:
+    """Seconds, MIP gap and objective of one Sia ILP round (``ilp``: mip_rel_gap, time_limit_s)."""
+    import time
+    from sim.policies.sia_ilp import solve_sia_ilp
+    cost, valid, cfg = sia_round_inputs(n_jobs, seed)
+    t0 = time.perf_counter()
+    res = solve_sia_ilp(cost, valid, cfg.type_idx, cfg.gpus, cfg.capacity, 1.1, **ilp)
+    return {"seconds": time.perf_counter() - t0, "mip_gap": res.mip_gap, "objective": res.objective,
+            "allocated": int((res.choice >= 0).sum()), "configs": len(cfg)}
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["sia"]:
+    print(sia_round())
+    print(sia_round(mip_rel_gap=1e-2))

@@ -24,7 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..calibration.fit import fit_pollux
-from ..calibration.importers import import_pollux_profile
+from ..calibration.importers import import_pollux_profile, import_sia_profile
 from ..calibration.models import PolluxParams, pollux_iter_time
 from ..calibration.observations import even_max_per_node, group_observations
 from ..learning.stats_efficiency import efficiency, noise_scale
@@ -40,10 +40,12 @@ EPS = 1e-8
 
 
 @lru_cache(maxsize=None)
-def fit_application(folder: str) -> PolluxParams:
-    """The 7-parameter model of one profile folder (placements and scalability rows), fitted by
+def fit_application(folder: str, suffix: str | None = None) -> PolluxParams:
+    """The 7-parameter model of one profile folder (placements and scalability rows; with
+    ``suffix``, Sia's ``placements-<suffix>.csv`` of one GPU type), fitted by
     :func:`sim.calibration.fit.fit_pollux` with the per-server term ``beta_l`` pinned to 0."""
-    obs = next(iter(group_observations(import_pollux_profile(folder)).values()))
+    table = import_sia_profile(folder, suffix) if suffix else import_pollux_profile(folder)
+    obs = next(iter(group_observations(table).values()))
     obs = dataclasses.replace(obs, max_per_node=even_max_per_node(obs.n_gpus, obs.n_nodes))
     return fit_pollux(obs, emit_warnings=False).params
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..state import JobSpecs, Plan, SchedState
+from ..calibration.models import pollux_iter_time
+from ..errors import TraceError
 from .goodput import EPS, gain, optimize, split_batch
 from .oracle import GoodputOracle
 
@@ -33,6 +35,10 @@ __all__ = ["JobModel", "EPOCH_TOL", "placement_counts"]
 #: Progress within this of an epoch start counts as having reached it (float round-off of the
 #: engine's accrual).
 EPOCH_TOL = 1e-6
+
+#: per-type (Sia) profiles: a placement outside the measured ones runs at the fitted model's step
+#: time instead of failing
+MODEL_FALLBACK = True
 
 
 def placement_counts(indptr, nodes, counts, i: int) -> tuple[int, ...]:
@@ -100,13 +106,14 @@ class JobModel:
         return int(self._model[job])
 
     # -- configurations and goodput ---------------------------------------
-    def config(self, job: int, n: int, r: int) -> tuple[int, int]:
-        """(atomic batch, accumulation steps) of ``job`` on ``r`` GPUs over ``n`` nodes."""
-        app = self.oracle.app(self.oracle_model(job))
+    def config(self, job: int, n: int, r: int, gpu_type: str | None = None) -> tuple[int, int]:
+        """(atomic batch, accumulation steps) of ``job`` on ``r`` GPUs over ``n`` nodes (of
+        ``gpu_type``, where the oracle has per-type profiles)."""
+        app = self.oracle.app(self.oracle_model(job), gpu_type)
         fixed = self.fixed_batch(job)
         if fixed <= 0 and self.adaptive and self.started[job]:
             sqr, var = app.grad_stats(self.stat_batch[job], self.stat_epoch[job])
-            _, atomic, steps = optimize(self.oracle.theta[self.oracle_model(job)], sqr, var,
+            _, atomic, steps = optimize(self.oracle.model_theta(self.oracle_model(job), gpu_type), sqr, var,
                                         app.init_batch_size, n, r, app.max_batch_size,
                                         (app.min_local_bsz, app.max_local_bsz))
             atomic, steps = int(atomic[0]), int(steps[0])
@@ -116,30 +123,57 @@ class JobModel:
             atomic, steps = int(a), int(s)
         return min(atomic, int(app.max_batch_size / (r * (steps + 1)))), steps
 
-    def measured_rate(self, job: int, counts: tuple[int, ...], epoch: int) -> tuple[float, float]:
-        """(progress per second, global batch) of ``job`` on placement ``counts`` in ``epoch``."""
+    def measured_rate(self, job: int, counts: tuple[int, ...], epoch: int,
+                      gpu_type: str | None = None) -> tuple[float, float]:
+        """(progress per second, global batch) of ``job`` on placement ``counts`` (of ``gpu_type``)
+        in ``epoch``, times the oracle's calibration factor."""
         model = self.oracle_model(job)
-        app = self.oracle.app(model)
+        app = self.oracle.app(model, gpu_type)
         r, n = sum(counts), len(counts)
-        atomic, steps = self.config(job, n, r)
-        step, sync = app.step_times(counts, atomic)
+        atomic, steps = self.config(job, n, r, gpu_type)
         batch = r * atomic * (steps + 1)
         sqr, var = app.grad_stats(batch, epoch)
         g = gain(batch, app.init_batch_size, sqr, var)
-        return float(g) / (step + steps * (step - sync)), float(batch)
+        return float(g) * self.oracle.calibration(model) / self._iter_time(model, gpu_type, counts, atomic, steps), \
+            float(batch)
 
-    def _rate_and_scale(self, job: int, counts: tuple[int, ...], epoch: int) -> tuple[float, float, float]:
+    def _iter_time(self, model: int, gpu_type, counts: tuple[int, ...], atomic: int, steps: int) -> float:
+        """Seconds per iteration: the profile's step and sync times; where a placement lies outside
+        the profile's measured placements (Sia's per-type profiles reach fewer nodes than their
+        configurations), the fitted model of that type (:data:`MODEL_FALLBACK`)."""
+        app = self.oracle.app(model, gpu_type)
+        try:
+            step, sync = app.step_times(counts, atomic)
+        except TraceError:
+            if not (MODEL_FALLBACK and self.oracle.typed):
+                raise
+            return float(pollux_iter_time(self.oracle.model_theta(model, gpu_type), atomic, len(counts),
+                                          sum(counts), steps))
+        return step + steps * (step - sync)
+
+    def _rate_and_scale(self, job: int, counts: tuple[int, ...], epoch: int,
+                        types: tuple = (None,)) -> tuple[float, float, float]:
         """(measured rate, global batch, rate / oracle rate), memoized per job while its placement,
-        epoch and last statistics stay the same."""
-        key = (counts, epoch, float(self.stat_batch[job]), int(self.stat_epoch[job]), bool(self.started[job]))
+        GPU types, epoch and last statistics stay the same.  A placement over several GPU types
+        runs at its slowest type's rate."""
+        key = (counts, types, epoch, float(self.stat_batch[job]), int(self.stat_epoch[job]),
+               bool(self.started[job]))
         hit = self._memo.get(job)
         if hit is not None and hit[0] == key:
             return hit[1]
-        rate, batch = self.measured_rate(job, counts, epoch)
+        rate, batch = min(self.measured_rate(job, counts, epoch, t) for t in types)
         base = self.oracle.rates(np.array([self._model[job]]), np.array([sum(counts)]), np.array([len(counts)]))[0]
         out = (rate, batch, rate / base)
         self._memo[job] = (key, out)
         return out
+
+    def _types(self, state: SchedState, plan: Plan, i: int) -> tuple:
+        """GPU types of job ``i``'s planned nodes (``(None,)`` where the oracle is untyped)."""
+        if not self.oracle.typed:
+            return (None,)
+        nodes = plan.nodes[int(plan.indptr[i]):int(plan.indptr[i + 1])]
+        names = state.cluster.gpu_types
+        return tuple(sorted({names[t] for t in state.cluster.node_type[nodes]}))
 
     # -- the plan -----------------------------------------------------------
     def begin(self, state: SchedState) -> np.ndarray:
@@ -164,7 +198,7 @@ class JobModel:
             if _moved(state, plan, i):
                 self.resume_at[j] = state.now + (state.jobs.restart_delay[j] if self.restarts[j] >= 0 else 0.0)
                 self.restarts[j] += 1
-            rate, batch, scale[i] = self._rate_and_scale(j, new, int(epoch[i]))
+            rate, batch, scale[i] = self._rate_and_scale(j, new, int(epoch[i]), self._types(state, plan, i))
             self.cur_batch[j], self.cur_epoch[j] = batch, epoch[i]
             starts = self.oracle.app(state.jobs.model[j]).epoch_progress
             if epoch[i] + 1 < starts.shape[0]:

@@ -25,6 +25,10 @@ from .profiles import Application
 
 __all__ = ["GoodputOracle", "POLLUX_RESTART_S", "GPUS_PER_NODE"]
 
+
+def _thetas(apps) -> np.ndarray:
+    return np.stack([fit_application(str(a.folder), a.suffix).as_array() for a in apps])
+
 #: Restart (re-scale) delay of the Pollux simulator, every application (simulator.py
 #: ``rescale_time = 30``).
 POLLUX_RESTART_S = 30.0
@@ -41,16 +45,39 @@ class GoodputOracle:
     job_batch: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     restart_s: Mapping[str, float] | float = POLLUX_RESTART_S
     gpu_types: tuple[str, ...] = ("t4",)
+    #: GPU type -> the applications (aligned with ``applications``) profiled on that type (Sia's
+    #: per-type profiles); empty: one profile serves every type (Pollux)
+    typed: Mapping[str, tuple[Application, ...]] = field(default_factory=dict)
+    #: application -> slowdown that divides its measured goodput (the Sia simulator's calibration
+    #: ``SLOWDOWNS``); 1 where absent
+    slowdown: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.applications:
             raise ConfigError("GoodputOracle needs at least one application")
         self.models = tuple(a.name for a in self.applications)
-        self.theta = np.stack([fit_application(str(a.folder)).as_array() for a in self.applications])
+        self.theta = _thetas(self.applications)
+        self.typed = dict(self.typed)
+        for t, apps in self.typed.items():
+            if tuple(a.name for a in apps) != self.models:
+                raise ConfigError(f"GoodputOracle: the {t} profiles are of {[a.name for a in apps]}, "
+                                  f"expected {list(self.models)}")
+        self.theta_typed = {t: _thetas(apps) for t, apps in self.typed.items()}
         self.job_batch = np.asarray(self.job_batch, np.int64)
 
-    def app(self, model: int) -> Application:
-        return self.applications[int(model)]
+    def app(self, model: int, gpu_type: str | None = None) -> Application:
+        """The application of ``model``; its profile on ``gpu_type`` where there are per-type ones."""
+        apps = self.typed.get(gpu_type, self.applications) if gpu_type is not None else self.applications
+        return apps[int(model)]
+
+    def model_theta(self, model: int, gpu_type: str | None = None) -> np.ndarray:
+        """The fitted 7-parameter model of ``model`` (on ``gpu_type`` where profiled per type)."""
+        table = self.theta_typed.get(gpu_type, self.theta) if gpu_type is not None else self.theta
+        return table[int(model)]
+
+    def calibration(self, model: int) -> float:
+        """Factor on the measured goodput of ``model``: ``1 / slowdown``."""
+        return 1.0 / float(self.slowdown.get(self.models[int(model)], 1.0))
 
     # -- the ThroughputOracle protocol --------------------------------------
     def rates(self, model_idx, ngpu, n_nodes, type_mask=None, min_speed=None, cluster_types=()) -> np.ndarray:

@@ -139,16 +139,21 @@ class Application:
     max_epochs: int
     min_local_bsz: int
     max_local_bsz: int
+    suffix: str | None = None          # Sia's per-GPU-type profile files (``placements-<suffix>.csv``)
     _cache: dict = field(default_factory=dict, repr=False)
     _interp: object = field(default=None, repr=False)
 
     # -- loading -----------------------------------------------------------
     @classmethod
     def load(cls, folder, *, name: str | None = None, max_epochs: int | None = None,
-             max_local_bsz: int | None = None) -> "Application":
+             max_local_bsz: int | None = None, suffix: str | None = None,
+             defaults: dict | None = None) -> "Application":
+        """``suffix``: read ``placements-<suffix>.csv`` and ``scalability-<suffix>.csv`` (Sia's
+        per-GPU-type profiles, e.g. ``aws``) instead of ``placements.csv``/``scalability.csv``;
+        ``defaults``: per-application settings replacing :data:`APPLICATION_DEFAULTS`."""
         folder = Path(folder)
         name = name or folder.name
-        defaults = APPLICATION_DEFAULTS.get(name, {})
+        defaults = (APPLICATION_DEFAULTS if defaults is None else defaults).get(name, {})
         if not folder.is_dir():
             raise TraceError(f"application {name!r} has no profile folder", file=str(folder))
         files = sorted(((int(m.group(1)), folder / f) for f in os.listdir(folder)
@@ -167,7 +172,8 @@ class Application:
             raise TraceError(f"application {name!r} trains {epochs} epochs but the run has {n_rows} rows",
                              file=str(short))
         stack = {c: np.stack([r[c][:n_rows] for r in runs]) for c in _VALIDATION_COLS}
-        pl_path, sc_path = folder / "placements.csv", folder / "scalability.csv"
+        tail = f"-{suffix}.csv" if suffix else ".csv"
+        pl_path, sc_path = folder / f"placements{tail}", folder / f"scalability{tail}"
         pl = _read_columns(pl_path, _PLACEMENT_COLS)
         _check_times(pl_path, pl)
         sc = _read_columns(sc_path, _SCALABILITY_COLS) if sc_path.exists() else None
@@ -179,7 +185,7 @@ class Application:
                    progress=stack["progress"], iteration=stack["iteration"], grad_sqr=stack["grad_sqr"],
                    grad_var=stack["grad_var"], placements=placements, interp_points=points,
                    interp_values=values, max_epochs=epochs, min_local_bsz=int(pl["local_bsz"].min()),
-                   max_local_bsz=max_local)
+                   max_local_bsz=max_local, suffix=suffix)
 
     # -- batch sizes and epochs -------------------------------------------
     @property

@@ -16,8 +16,9 @@ from ..errors import ConfigError, TraceError
 from ..traces.pollux import read_pollux
 from .oracle import POLLUX_RESTART_S, GoodputOracle
 from .profiles import Application, shared_profiles_dir
+from .sia_profiles import SIA_RESTART_S, SIA_SLOWDOWNS, load_sia_applications
 
-__all__ = ["is_pollux_workload", "read_goodput_workload"]
+__all__ = ["is_pollux_workload", "read_goodput_workload", "profile_kind"]
 
 _HEADER = {"time", "application", "num_replicas"}
 
@@ -37,30 +38,52 @@ def _job_rows(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def _applications(rows, path: Path, root: Path) -> dict[str, Application]:
-    apps: dict[str, Application] = {}
+def _check_folders(rows, path: Path, root: Path) -> None:
     for i, row in enumerate(rows):
         name = (row.get("application") or "").strip()
-        if name in apps:
-            continue
         if not (root / name).is_dir():
             raise TraceError(f"job {row.get('name') or i}: application {name!r} has no profile folder "
                              f"{root / name}", file=str(path), row=i + 2, field="application")
-        apps[name] = Application.load(root / name)
-    return apps
 
 
-def read_goodput_workload(path, profiles=None, restart_s=POLLUX_RESTART_S):
-    """(JobTable, GoodputOracle) of a Pollux workload CSV; ``profiles`` defaults to the shared
-    ``profiles/pollux`` folder (see :func:`sim.goodput.profiles.shared_profiles_dir`)."""
+def _applications(rows, path: Path, root: Path) -> dict[str, Application]:
+    _check_folders(rows, path, root)
+    names = sorted({(r.get("application") or "").strip() for r in rows})
+    return {n: Application.load(root / n) for n in names}
+
+
+def profile_kind(path) -> str:
+    """``"sia"`` for a workload under a ``sia`` folder (``workloads/sia/saturn/...``), else
+    ``"pollux"``: which shared profiles it runs with."""
+    return "sia" if "sia" in Path(path).resolve().parts else "pollux"
+
+
+def read_goodput_workload(path, profiles=None, restart_s=None, kind: str | None = None):
+    """(JobTable, GoodputOracle) of a Pollux or Sia workload CSV.  ``kind`` (default
+    :func:`profile_kind`): ``"pollux"`` (one profile per application, restart 30 s) or ``"sia"``
+    (per-GPU-type profiles, :mod:`sim.goodput.sia_profiles`: Sia's restart delays and calibration
+    slowdowns); ``profiles`` defaults to the shared ``profiles/<kind>`` folder."""
     path = Path(path)
-    root = Path(profiles) if profiles is not None else shared_profiles_dir("pollux")
+    kind = kind or profile_kind(path)
+    if kind not in ("pollux", "sia"):
+        raise ConfigError(f"workload {path}: profile kind must be 'pollux' or 'sia', got {kind!r}")
+    root = Path(profiles) if profiles is not None else shared_profiles_dir(kind)
     if root is None or not root.is_dir():
-        raise ConfigError(f"workload {path}: a Pollux workload needs its profiles; none found (pass "
+        raise ConfigError(f"workload {path}: a {kind} workload needs its profiles; none found (pass "
                           f"profiles=DIR or set CLUSTERSIM_SHARED_DATA)")
     rows = _job_rows(path)
-    apps = _applications(rows, path, root)
-    names = tuple(sorted(apps))
+    if kind == "sia":
+        _check_folders(rows, path, root)
+        names = tuple(sorted({(r.get("application") or "").strip() for r in rows}))
+        ref, typed = load_sia_applications(root, names)
+        apps = dict(zip(names, ref))
+        extra = {"typed": typed, "slowdown": SIA_SLOWDOWNS}
+        restart_s = SIA_RESTART_S if restart_s is None else restart_s
+    else:
+        apps = _applications(rows, path, root)
+        names = tuple(sorted(apps))
+        extra = {}
+        restart_s = POLLUX_RESTART_S if restart_s is None else restart_s
     table = read_pollux(path, iterations={a: apps[a].target_progress for a in names}).jobs
     row = np.asarray(table.job_id, np.int64)          # data row of each job in the file
     batch = np.asarray(table.table.column("batch_size").to_numpy(zero_copy_only=False), np.int64)
@@ -70,5 +93,5 @@ def read_goodput_workload(path, profiles=None, restart_s=POLLUX_RESTART_S):
             apps[r["application"].strip()].check_batch(batch[i], job=str(r.get("name") or row[i]))
         except TraceError as exc:
             raise TraceError(f"{exc} (workload row {row[i] + 2})", file=str(path), field="batch_size") from None
-    oracle = GoodputOracle(tuple(apps[a] for a in names), job_batch=batch, restart_s=restart_s)
+    oracle = GoodputOracle(tuple(apps[a] for a in names), job_batch=batch, restart_s=restart_s, **extra)
     return table, oracle

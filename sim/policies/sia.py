@@ -1,0 +1,230 @@
+"""Sia (SOSP'23; algorithms.md §5.8): heterogeneity-aware goodput scheduling with an ILP, as the
+authors' simulator runs it (siasosp23/artifacts ``sia-simulator/sia.py``, ``--policy=sia
+--policy_p_val=-0.5 --mip_lambda_n=1.1 --interval=60 --project_throughput --share_max_replicas``).
+
+Every ``round_s`` = 60 s:
+
+* a GPU type without its own profile in the oracle uses the application's single profile (all
+  types alike: a Pollux workload on any cluster);
+* **configurations** (type, nodes, GPUs) per GPU type (:func:`sim.goodput.sia_configs.sia_configs`);
+  a job may take those with ``1 <= GPUs <= min(max(2 x the most GPUs it has run on, 1), 64,
+  M_max / b_min)``;
+* **goodput** of a configuration: the best goodput (batch size and accumulation optimized) of the
+  job's fitted 7-parameter model on that type with the gradient statistics it last measured.  A
+  type the job has not run on is **bootstrapped**: the model of the first type (cluster order) it
+  has run on, at the same GPU count on that type's nodes, times the application's throughput
+  ratio between the two types (:func:`~sim.goodput.sia_configs.single_gpu_throughput`).  A job
+  that has not run yet has goodput 1 on each type's one-GPU configuration and nothing else;
+* **normalized goodput**: each row over its smallest non-zero entry (the job's goodput on its
+  min configuration);
+* **restart factor** (Pollux's): every configuration but the job's current one is scaled by
+  ``max(age - restarts x d, 0) / (age + d)`` (1 while ``age < d``), ``d`` Sia's per-application
+  restart penalty :data:`RESTART_PENALTY_S`;
+* the ILP (:mod:`sim.policies.sia_ilp`) minimizes ``sum round(S^p, 2) + lambda_n x unallocated``,
+  ``p`` = -0.5, ``lambda_n`` = 1.1; jobs still in checkpoint-restore keep their configuration;
+* **placement** per type: jobs keeping their configuration keep their GPUs; the others, most GPUs
+  first, take whole free nodes first, then free GPUs anywhere, node pointer carried from job to
+  job (Sia's ``alloc_to_placement_fast``).
+
+Between rounds the batch size is re-optimized at each epoch boundary (the job model).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..goodput.goodput import optimize
+from ..goodput.sia_configs import MAX_CONFIG_GPUS, SiaConfigs, sia_configs, single_gpu_throughput
+from ..state import Plan, SchedState
+from .goodput_base import GoodputPolicy, csr_plan, current_pairs
+from .registry import register
+from .sia_ilp import MIP_REL_GAP, TIME_LIMIT_S, solve_sia_ilp
+
+__all__ = ["Sia", "RESTART_PENALTY_S", "P_FAIRNESS", "LAMBDA_N", "GOODPUT_CLIP"]
+
+#: fairness power (``sia_default_p_val``)
+P_FAIRNESS = -0.5
+#: cost of leaving a job without GPUs (``sia_default_lambda_n``; must exceed 1)
+LAMBDA_N = 1.1
+#: cap on ``S^p`` (``sia_goodput_clip_val``)
+GOODPUT_CLIP = 3000.0
+#: restart penalty of the restart factor per application, seconds (``get_restart_penalty``; 30
+#: for others).  Not the engine's restart delay (:data:`sim.goodput.sia_profiles.SIA_RESTART_S`).
+RESTART_PENALTY_S = {"deepspeech2": 25.0, "imagenet": 250.0, "cifar10": 30.0, "bert": 120.0, "yolov3": 45.0}
+DEFAULT_RESTART_PENALTY_S = 30.0
+
+
+@register
+class Sia(GoodputPolicy):
+    name = "sia"
+    description = "Sia: per-GPU-type configurations, normalized goodput, p=-0.5 ILP on HiGHS every 60 s"
+    adaptive = True
+
+    def __init__(self, placement: str = "consolidated", p: float = P_FAIRNESS, lambda_n: float = LAMBDA_N,
+                 mip_rel_gap: float = MIP_REL_GAP, time_limit_s: float = TIME_LIMIT_S,
+                 max_config_gpus: int = MAX_CONFIG_GPUS, goodput_clip: float = GOODPUT_CLIP):
+        super().__init__(placement)
+        if p >= 0 or lambda_n <= 1:
+            raise ConfigError(f"policy sia: need p < 0 and lambda_n > 1 (Sia's rules), got p={p}, "
+                              f"lambda_n={lambda_n}")
+        self.p, self.lambda_n = float(p), float(lambda_n)
+        self.mip_rel_gap, self.time_limit_s = float(mip_rel_gap), float(time_limit_s)
+        self.max_config_gpus, self.goodput_clip = int(max_config_gpus), float(goodput_clip)
+
+    def params(self) -> dict:
+        return {**super().params(), "p": self.p, "lambda_n": self.lambda_n, "mip_rel_gap": self.mip_rel_gap,
+                "time_limit_s": self.time_limit_s, "max_config_gpus": self.max_config_gpus,
+                "goodput_clip": self.goodput_clip}
+
+    def reset(self, n_jobs: int) -> None:
+        self.configs: SiaConfigs | None = None
+        self.prev = np.full(n_jobs, -1, np.int64)         # configuration of the last round
+        self.seen: np.ndarray | None = None               # [jobs, types] has run on the type
+        self.last = None                                  # the last round's IlpResult
+
+    # -- goodput ----------------------------------------------------------------
+    def _start_cluster(self, state: SchedState) -> None:
+        cfg = sia_configs(state.cluster, self.max_config_gpus)
+        self.configs = cfg
+        self.seen = np.zeros((len(self.prev), len(cfg.types)), bool)
+        oracle = self.model.oracle
+        xput = np.array([[single_gpu_throughput(oracle.app(m, t)) for t in cfg.types]
+                         for m in range(len(oracle.models))])
+        self.ratio = xput[:, :, None] / xput[:, None, :]   # [model, to type, from type]
+
+    def max_replicas(self, ids: np.ndarray) -> np.ndarray:
+        m = self.model
+        out = np.empty(ids.shape[0], np.int64)
+        for i, j in enumerate(ids):
+            app = m.oracle.app(m.oracle_model(int(j)))
+            out[i] = min(max(2 * int(m.max_seen[j]), 1), self.max_config_gpus,
+                         app.max_batch_size // app.min_local_bsz)
+        return out
+
+    def job_goodputs(self, j: int) -> np.ndarray:
+        """Goodput of job ``j`` on every configuration (0: no model), before normalizing."""
+        cfg, m = self.configs, self.model
+        model = m.oracle_model(j)
+        out = np.zeros(len(cfg))
+        seen = np.flatnonzero(self.seen[j])
+        if not m.started[j] or seen.size == 0:
+            out[cfg.gpus == 1] = 1.0
+            return out
+        app = m.oracle.app(model)
+        sqr, var = app.grad_stats(m.stat_batch[j], m.stat_epoch[j])
+        for t in range(len(cfg.types)):
+            src = t if self.seen[j, t] else int(seen[0])
+            cols = np.flatnonzero(cfg.type_idx == t)
+            r = cfg.gpus[cols]
+            n = -(-r // cfg.per_node[src])
+            a = m.oracle.app(model, cfg.types[src])
+            g = optimize(m.oracle.model_theta(model, cfg.types[src]), sqr, var, app.init_batch_size, n, r,
+                         app.max_batch_size, (a.min_local_bsz, a.max_local_bsz))[0]
+            out[cols] = g * (1.0 if src == t else self.ratio[model, t, src])
+        return out
+
+    def normalized_goodputs(self, ids: np.ndarray) -> np.ndarray:
+        """``S[i, c]``: goodput over the job's smallest non-zero goodput (0 where invalid)."""
+        g = np.stack([self.job_goodputs(int(j)) for j in ids]) if ids.size else np.zeros((0, len(self.configs)))
+        g = np.where(self.configs.gpus[None, :] <= self.max_replicas(ids)[:, None], g, 0.0)
+        low = np.where(g > 0, g, np.inf).min(axis=1, keepdims=True)
+        return np.where(g > 0, g / np.where(np.isfinite(low), low, 1.0), 0.0)
+
+    def restart_factors(self, state: SchedState, ids: np.ndarray) -> np.ndarray:
+        names = self.model.oracle.models
+        d = np.array([RESTART_PENALTY_S.get(names[mi], DEFAULT_RESTART_PENALTY_S) for mi in state.jobs.model[ids]])
+        age = state.now - state.jobs.arrival[ids]
+        restarts = np.maximum(self.model.restarts[ids], 0)
+        f = np.maximum(age - restarts * d, 0.0) / (age + d)
+        return np.where(age < d, 1.0, f)
+
+    def costs(self, state: SchedState, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(A = round(S^p, 2) clipped, valid) of the active jobs, S with the restart factor."""
+        s = self.normalized_goodputs(ids)
+        valid = s > 0
+        prev = self.prev[ids]
+        factor = self.restart_factors(state, ids)
+        keep = np.zeros_like(valid)
+        has = prev >= 0
+        keep[np.flatnonzero(has), prev[has]] = True
+        s = np.where(keep, s, s * factor[:, None])
+        with np.errstate(divide="ignore"):
+            a = np.round(np.power(np.where(s > 0, s, 1.0), self.p), 2)
+        return np.minimum(a, self.goodput_clip), valid & (s > 0)
+
+    # -- the round ----------------------------------------------------------------
+    def decide(self, state: SchedState, epochs: np.ndarray) -> Plan:
+        if self.configs is None:
+            self._start_cluster(state)
+        ids = state.active
+        ngpu = np.asarray(state.ngpu)
+        self._observe_types(state)
+        self.prev[ids] = np.where(ngpu > 0, self.prev[ids], -1)
+        cost, valid = self.costs(state, ids)
+        restoring = (self.model.resume_at[ids] > state.now) & (self.prev[ids] >= 0)
+        fixed = np.where(restoring & valid[np.arange(ids.size), np.maximum(self.prev[ids], 0)], self.prev[ids], -1)
+        cfg = self.configs
+        res = solve_sia_ilp(cost, valid, cfg.type_idx, cfg.gpus, cfg.capacity, self.lambda_n, fixed,
+                            self.mip_rel_gap, self.time_limit_s)
+        self.last = res
+        plan = self.place(state, res.choice)
+        self.prev[ids] = res.choice
+        return plan
+
+    def _observe_types(self, state: SchedState) -> None:
+        for i in np.flatnonzero(np.asarray(state.ngpu) > 0):
+            nodes = state.pl_nodes[int(state.pl_indptr[i]):int(state.pl_indptr[i + 1])]
+            self.seen[state.active[i], state.cluster.node_type[nodes]] = True
+
+    def place(self, state: SchedState, choice: np.ndarray) -> Plan:
+        """Jobs keeping their configuration keep their GPUs; the others per type, most GPUs first,
+        whole nodes first (module docstring)."""
+        cfg, k = self.configs, choice.shape[0]
+        free = state.cluster.node_gpus.astype(np.int64).copy()
+        per_job: list[list[tuple[int, int]]] = [[] for _ in range(k)]
+        ids = state.active
+        kept = (choice >= 0) & (choice == self.prev[ids])
+        for i in np.flatnonzero(kept):
+            per_job[i] = current_pairs(state, int(i))
+            for n, c in per_job[i]:
+                free[n] -= c
+        todo = np.flatnonzero((choice >= 0) & ~kept)
+        for t in range(len(cfg.types)):
+            nodes = np.flatnonzero(state.cluster.node_type == t)
+            mine = todo[cfg.type_idx[choice[todo]] == t]
+            order = mine[np.argsort(-cfg.gpus[choice[mine]], kind="stable")]
+            place_on_type(nodes, int(cfg.per_node[t]), free, [(int(i), int(cfg.gpus[choice[i]])) for i in order],
+                          per_job)
+        return csr_plan(per_job)
+
+
+def place_on_type(nodes: np.ndarray, full: int, free: np.ndarray, wants: list[tuple[int, int]],
+                  per_job: list[list[tuple[int, int]]]) -> None:
+    """Sia's ``alloc_to_placement_fast`` on one type's ``nodes``: each job (in order) takes whole
+    free nodes for its whole-node part, then free GPUs anywhere, scanning from a pointer carried
+    from job to job; ``full`` is the type's GPUs per node; ``free`` and ``per_job`` are updated."""
+    ptr, n_nodes = 0, nodes.shape[0]
+    for i, want in wants:
+        got: dict[int, int] = {}
+        whole = want // full
+        for pos in (ptr + np.arange(n_nodes)) % n_nodes if whole else ():
+            node = int(nodes[pos])
+            if free[node] == full:
+                free[node], got[node] = 0, full
+                want, whole = want - full, whole - 1
+            ptr = (pos + 1) % n_nodes
+            if whole == 0:
+                break
+        for pos in (ptr + np.arange(n_nodes)) % n_nodes if want else ():
+            node = int(nodes[pos])
+            take = min(int(free[node]), want)
+            free[node] -= take
+            got[node] = got.get(node, 0) + take
+            want -= take
+            ptr = (pos + 1) % n_nodes
+            if want == 0:
+                break
+        got = {n: c for n, c in got.items() if c}
+        if want > 0:
+            raise ConfigError(f"policy sia: {want} GPUs of a configuration found no free GPU on their type")
+        per_job[i] = sorted(got.items())

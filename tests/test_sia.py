@@ -1,0 +1,88 @@
+"""Sia: configurations, the ILP, normalized goodput, placement (toy cases worked by hand)."""
+import numpy as np
+import pytest
+
+from sim.cluster import cluster_from_groups
+from sim.goodput.sia_configs import sia_configs
+from sim.policies.sia import Sia, place_on_type
+from sim.policies.sia_ilp import solve_sia_ilp
+
+
+def _cluster():
+    return cluster_from_groups("toy", [{"count": 6, "gpus": 4, "type": "t4"},
+                                       {"count": 2, "gpus": 8, "type": "a100"}])
+
+
+def test_configurations_are_sias_sets():
+    cfg = sia_configs(_cluster())
+    t4 = cfg.type_idx == cfg.types.index("t4")
+    assert cfg.gpus[t4].tolist() == [1, 2, 4, 8, 12, 16, 20, 24]           # CONFIGS_4GPU up to 6 nodes
+    assert cfg.nodes[t4].tolist() == [1, 1, 1, 2, 3, 4, 5, 6]
+    assert cfg.gpus[~t4].tolist() == [1, 2, 4, 8, 16]                       # CONFIGS_8GPU up to 2 nodes
+    assert cfg.capacity.tolist() == [24, 16] or cfg.capacity.tolist() == [16, 24]
+
+
+def test_two_job_ilp_has_the_hand_worked_optimum():
+    # 3 GPUs of one type; costs S^p of (1 GPU, 2 GPUs): job 0 (1.0, 0.5), job 1 (1.0, 0.6).
+    # (2, 1) costs 1.5, (1, 2) 1.6, (1, 1) 2.0, one job alone >= 0.5 + 1.1: the optimum is (2, 1).
+    cost = np.array([[1.0, 0.5], [1.0, 0.6]])
+    res = solve_sia_ilp(cost, np.ones((2, 2), bool), np.array([0, 0]), np.array([1, 2]), np.array([3]), 1.1)
+    assert res.choice.tolist() == [1, 0]
+    assert res.objective == pytest.approx(1.5)
+
+
+def test_ilp_leaves_a_job_out_when_gpus_run_short_and_keeps_fixed_jobs():
+    cost = np.array([[1.0], [0.9]])
+    res = solve_sia_ilp(cost, np.ones((2, 1), bool), np.array([0]), np.array([1]), np.array([1]), 1.1)
+    assert res.choice.tolist() == [-1, 0] and res.objective == pytest.approx(0.9 + 1.1)
+    res = solve_sia_ilp(cost, np.ones((2, 1), bool), np.array([0]), np.array([1]), np.array([1]), 1.1,
+                        fixed=np.array([0, -1]))
+    assert res.choice.tolist() == [0, -1]
+
+
+def test_normalized_goodput_of_a_fresh_job_is_one_on_each_one_gpu_config():
+    pol = Sia()
+    pol.configs = sia_configs(_cluster())
+    pol.seen = np.zeros((1, 2), bool)
+
+    class _M:
+        started = np.zeros(1, bool)
+        max_seen = np.zeros(1, np.int64)
+
+        @staticmethod
+        def oracle_model(j):
+            return 0
+    pol.model = _M()
+    pol.max_replicas = lambda ids: np.ones(ids.shape[0], np.int64)
+    s = pol.normalized_goodputs(np.array([0]))
+    assert s[0].tolist() == [1.0 if g == 1 else 0.0 for g in pol.configs.gpus]
+
+
+def test_normalized_goodput_of_a_known_config(tmp_path):
+    # goodputs 2 (1 GPU) and 6 (4 GPUs): normalized 1 and 3; S^p at p = -0.5: 1 and 0.58
+    pol = Sia()
+    pol.configs = sia_configs(_cluster())
+    g = np.zeros(len(pol.configs))
+    g[0], g[2] = 2.0, 6.0
+    pol.job_goodputs = lambda j: g
+    pol.max_replicas = lambda ids: np.full(ids.shape[0], 64)
+    s = pol.normalized_goodputs(np.array([0]))
+    assert s[0, 0] == 1.0 and s[0, 2] == pytest.approx(3.0)
+    assert np.round(s[0, 2] ** -0.5, 2) == 0.58
+
+
+def test_placement_takes_whole_nodes_first():
+    free = np.array([4, 2, 4, 4])
+    per_job = [[], []]
+    place_on_type(np.arange(4), 4, free, [(0, 8), (1, 3)], per_job)
+    assert per_job[0] == [(0, 4), (2, 4)]          # node 1 is partly used: skipped for whole nodes
+    assert sum(c for _, c in per_job[1]) == 3
+    assert free.sum() == 14 - 11
+
+
+def test_sia_rejects_bad_parameters():
+    from sim.errors import ConfigError
+    with pytest.raises(ConfigError):
+        Sia(p=0.5)
+    with pytest.raises(ConfigError):
+        Sia(lambda_n=0.9)
