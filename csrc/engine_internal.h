@@ -62,6 +62,7 @@ struct sk_engine {
     sk_event *heap;
     int64_t heap_len;
     int64_t heap_cap;
+    int64_t heap_check;        /* drop stale events when the heap reaches this size */
     int64_t seq;
     /* counters */
     int64_t n_queued, n_running, n_done;

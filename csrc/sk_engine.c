@@ -26,7 +26,38 @@ static int ev_less(const sk_event *a, const sk_event *b) {
     return a->seq < b->seq;
 }
 
+static void sift_down(sk_engine *e, int64_t i) {
+    sk_event x = e->heap[i];
+    int64_t n = e->heap_len;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && ev_less(&e->heap[c + 1], &e->heap[c])) c++;
+        if (!ev_less(&e->heap[c], &x)) break;
+        e->heap[i] = e->heap[c];
+        i = c;
+    }
+    e->heap[i] = x;
+}
+
+/* Drop completion events made stale by a later change of their job (they would be popped
+ * and skipped) and rebuild the heap.  Called when the heap has doubled since the last time,
+ * so a run that preempts often keeps a heap of about its live events, at O(1) amortized.
+ * Skipping a stale event changes nothing: it only moves the clock to its time on the way. */
+static void heap_drop_stale(sk_engine *e) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < e->heap_len; i++) {
+        const sk_event *ev = &e->heap[i];
+        if (ev->kind == SK_EV_COMPLETION && ev->version != e->version[ev->job]) continue;
+        e->heap[m++] = *ev;
+    }
+    e->heap_len = m;
+    for (int64_t i = m / 2 - 1; i >= 0; i--) sift_down(e, i);
+    e->heap_check = 2 * m > 1024 ? 2 * m : 1024;
+}
+
 static int heap_push(sk_engine *e, double t, int32_t kind, int64_t job, int64_t version) {
+    if (e->heap_len >= e->heap_check) heap_drop_stale(e);
     if (e->heap_len == e->heap_cap) {
         int64_t cap = e->heap_cap ? 2 * e->heap_cap : 64;
         sk_event *h = realloc(e->heap, (size_t)cap * sizeof *h);
