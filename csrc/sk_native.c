@@ -58,6 +58,7 @@ struct sk_policy {
     int64_t *preempt, n_preempt, *place, n_place, *place_ptr, *place_pos;
     int32_t *place_nodes, *place_counts, *free, *taken;
     int32_t *seg;                       /* max-tree over free (seg_size leaves) */
+    int64_t *free_start, *ap_tmp;       /* counting-sort and merge-sort scratch */
     int64_t seg_size;
     int64_t done_seen;                  /* completions when the slots were last compacted */
     int slots_stale;                    /* preemptions since then */
@@ -372,22 +373,43 @@ static double tiresias_wakeup(const sk_engine *e, const struct sk_policy *p) {
 
 /* ---------------------------------------------------------------- placement */
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Nodes with free GPUs (of one type if only_type >= 0), most free first, ties by index
- * (placement._nodes_by_free). */
+ * (placement._nodes_by_free): a counting sort on the free count, O(nodes + largest node). */
 static int64_t nodes_by_free(const sk_engine *e, struct sk_policy *p, const int32_t *free,
                              int32_t only_type) {
-    int64_t n = e->n_nodes, m = 0;
-    for (int64_t i = 0; i < n; i++)
+    int64_t *start = p->free_start, m = 0;
+    int32_t top = p->fgd_width;                    /* > every node's size */
+    memset(start, 0, (size_t)(top + 1) * sizeof *start);
+    for (int32_t i = 0; i < e->n_nodes; i++)
+        if (free[i] > 0 && (only_type < 0 || p->node_type[i] == only_type)) start[top - free[i]]++;
+    for (int32_t v = 0; v <= top; v++) { int64_t c = start[v]; start[v] = m; m += c; }
+    for (int32_t i = 0; i < e->n_nodes; i++)
         if (free[i] > 0 && (only_type < 0 || p->node_type[i] == only_type))
-            p->node_keys[m++] = -(int64_t)free[i] * n + i;
-    qsort(p->node_keys, (size_t)m, sizeof(int64_t), cmp_i64);
-    for (int64_t k = 0; k < m; k++) p->node_keys[k] = ((p->node_keys[k] % n) + n) % n;
+            p->node_keys[start[top - free[i]]++] = i;
     return m;
+}
+
+/* Sort int64 values ascending (bottom-up merge sort; tmp holds n). */
+static void sort_i64(int64_t *a, int64_t n, int64_t *tmp) {
+    for (int64_t i = 1; i < n && n <= 32; i++) {
+        int64_t x = a[i], k = i;
+        while (k > 0 && a[k - 1] > x) { a[k] = a[k - 1]; k--; }
+        a[k] = x;
+    }
+    if (n <= 32) return;
+    int64_t *src = a, *dst = tmp;
+    for (int64_t width = 1; width < n; width *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n;
+            int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int64_t x = lo, y = mid, o = lo;
+            while (x < mid && y < hi) dst[o++] = src[y] < src[x] ? src[y++] : src[x++];
+            while (x < mid) dst[o++] = src[x++];
+            while (y < hi) dst[o++] = src[y++];
+        }
+        int64_t *t = src; src = dst; dst = t;
+    }
+    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
 /* Sort the (node, count) entries by node (they are few: at most the request). */
@@ -705,14 +727,13 @@ static int resolve_rates(sk_engine *e, struct sk_policy *p) {
 
 /* ---------------------------------------------------------------- commit */
 
-static int ap_less(const void *a, const void *b) { return cmp_i64(a, b); }
 
 /* Apply the plan in job-id order (as the Python engine lists changed jobs). */
 static int apply_plan(sk_engine *e, struct sk_policy *p) {
     int64_t n = p->n_preempt + p->n_place;
     for (int64_t k = 0; k < p->n_preempt; k++) p->ap_ord[k] = p->preempt[k] * 2;  /* even: preempt */
     for (int64_t k = 0; k < p->n_place; k++) p->ap_ord[p->n_preempt + k] = p->place[k] * 2 + 1;
-    qsort(p->ap_ord, (size_t)n, sizeof(int64_t), ap_less);
+    sort_i64(p->ap_ord, n, p->ap_tmp);
     int64_t o = 0;
     p->ap_ptr[0] = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -875,7 +896,7 @@ void skn_free(struct sk_policy *p) {
     free(p->taken); free(p->node_keys); free(p->ap_ids); free(p->ap_ptr); free(p->ap_ord);
     free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->sum_nn); free(p->sum_mask);
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
-    free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->used_types); free(p->arrived); free(p->completed);
+    free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
     free(p);
 }
 
@@ -918,7 +939,8 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->free, nn) && NEW(p->taken, nn) && NEW(p->node_keys, nn) && NEW(p->ap_ids, nj) &&
              NEW(p->ap_ptr, nj + 1) && NEW(p->ap_ord, nj) && NEW(p->ap_nodes, g) &&
              NEW(p->ap_counts, g) && NEW(p->ap_rates, nj) && NEW(p->dem, nj) && NEW(p->place_pos, nj) && NEW(p->rkey, nj) && NEW(p->rkey2, nj) &&
-             NEW(p->seg, 2 * p->seg_size) && NEW(p->sum_nn, nj) &&
+             NEW(p->seg, 2 * p->seg_size) && NEW(p->free_start, p->fgd_width + 1) &&
+             NEW(p->ap_tmp, nj) && NEW(p->sum_nn, nj) &&
              NEW(p->sum_mask, nj) && NEW(p->sum_slot, nj) && NEW(p->sum_speed, nj) &&
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
