@@ -108,11 +108,5 @@ def _load_jobs(jobs, cluster: Cluster, oracle, trace_format: str | None = None):
         return jobs, oracle or default_oracle()
     if not isinstance(jobs, (str, os.PathLike)):
         raise ConfigError(f"jobs must be a JobTable or a path, not {type(jobs).__name__}")
-    from .traces import detect_format, read_trace
-
-    fmt = trace_format or detect_format(jobs)
-    load = read_trace(jobs, fmt)
-    if oracle is None and fmt != "jobs":
-        from .traces import replay_oracle
-        oracle = replay_oracle(cluster, reference_type=load.trace_gpu_type)
-    return load.jobs, oracle or default_oracle()
+    from .traces import read_workload
+    return read_workload(jobs, cluster, format=trace_format, oracle=oracle)

@@ -214,12 +214,12 @@ def test_trace_convert_into_a_missing_folder_and_unknown_time_zone(tmp_path):
                    contains="unknown time zone 'Mars/Olympus'")
 
 
-def test_raw_philly_table_as_workload_says_to_convert(tmp_path, capsys):
+def test_raw_philly_table_as_workload_replays_it(tmp_path, capsys):
     philly = tmp_path / "philly.csv"
     philly.write_text("timestamp,duration,num_gpus\n2017-10-09 00:00:00,60,1\n")
-    assert main(["run", "--workload", str(philly), "--policy", "fifo"]) == 2
-    err = capsys.readouterr().err
-    assert "is a 'philly' trace" in err and "convert it first with 'clustersim trace convert" in err
+    assert main(["run", "--workload", str(philly), "--policy", "fifo", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)["fifo"]
+    assert out["n_jobs"] == 1 and out["avg_jct_s"] == 60.0      # its recorded run time
 
 
 def test_ctrl_c_and_numba_systemerror_become_one_line_exit_130(monkeypatch, capsys):

@@ -31,10 +31,10 @@ import numpy as np
 from ..cluster import Cluster, canonical_gpu_type
 from ..errors import ConfigError, TraceError
 from ..jobs import JobTable
-from ..throughput import DEFAULT_RESTART_DELAY_S, RELATIVE_SPEED, TableThroughput
+from ..throughput import DEFAULT_RESTART_DELAY_S, RELATIVE_SPEED, TableThroughput, default_oracle
 from .common import TRACE_MODEL, TraceLoad
 
-__all__ = ["replay_oracle", "fit_to_cluster", "replay"]
+__all__ = ["replay_oracle", "fit_to_cluster", "replay", "read_workload"]
 
 
 def replay_oracle(cluster: Cluster | Iterable[str], *, reference_type: str | None = None, speeds: str = "uniform",
@@ -60,6 +60,26 @@ def replay_oracle(cluster: Cluster | Iterable[str], *, reference_type: str | Non
     return TableThroughput({ref: {model: {1: 1.0}}}, reference_type=ref, spread_penalty=1.0,
                            scaling_efficiency=1.0, relative_speed=rel, restart_delays={},
                            default_restart_delay_s=restart_delay_s, source=f"<replay oracle, {speeds}, ref {ref}>")
+
+
+def read_workload(path, cluster: Cluster, *, format: str | None = None, oracle=None):
+    """``(JobTable, oracle)``: the jobs of a file in any job-trace format (detected unless
+    ``format`` is given) and the oracle to run them with: ``oracle`` when given; else
+    :func:`replay_oracle` when every job is a recorded run time (model :data:`TRACE_MODEL`:
+    Philly, Helios, PAI, ...), so jobs run exactly that; else the built-in table (the canonical
+    job table, and Gavel traces whose work is in iterations of named models)."""
+    from pathlib import Path
+
+    from . import detect_format, read_trace
+
+    if not Path(path).exists():
+        raise ConfigError(f"workload file {path} does not exist")
+    fmt = format or detect_format(path)
+    load = read_trace(path, fmt)
+    models = set(load.jobs.table.column("model").unique().to_pylist())
+    if oracle is None and models == {TRACE_MODEL}:
+        oracle = replay_oracle(cluster, reference_type=load.trace_gpu_type)
+    return load.jobs, oracle or default_oracle()
 
 
 def fit_to_cluster(load: TraceLoad | JobTable, cluster: Cluster, *, too_big: str = "error",
