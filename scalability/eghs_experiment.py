@@ -19,7 +19,7 @@ Setup (every choice ours [I]; docs/eghs.md explains them):
   learning-unaware baseline), and the core's ``srtf``, ``tiresias``, ``fifo`` (rigid, on the
   same jobs);
 * metrics: average JCT and makespan per run; per seed the ratio to the baseline on the
-  same workload; mean ratio with a 95% t-interval over seeds.
+  same workload; geometric-mean ratio with a 95% paired bootstrap CI over seeds (sim.stats).
 
 Outputs (``--out``, default ``scalability/results/eghs``): ``runs.parquet`` (one row per
 run), ``summary.parquet`` (ratios with CIs), ``sensitivity.parquet``, ``timing.json`` and
@@ -27,6 +27,7 @@ plots.  Usage::
 
     python scalability/eghs_experiment.py --quick          # a minute: 64 nodes, 2 seeds
     python scalability/eghs_experiment.py                  # the documented sizes
+    python scalability/eghs_experiment.py --summarize      # CIs and plots again from runs.parquet
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ from sim.engine import EngineConfig, run_jobs, job_specs
 from sim.jobs import JobTable
 from sim.learning.dynamics import LearningSpec
 from sim.metrics import summary
+from sim.stats import paired_ratios
 from sim.policies import get_policy
 from sim.throughput import TableThroughput
 from sim.workload import generate_workload
@@ -139,29 +141,15 @@ def run_one(task: dict) -> dict:
     return row
 
 
-def _t95(n: int) -> float:
-    from scipy import stats
-    return float(stats.t.ppf(0.975, n - 1)) if n > 1 else math.nan
-
-
 def ratios(rows: list[dict], ref: str = "baseline", key_cols=("nodes",)) -> list[dict]:
-    """Per (group, variant): mean ratio to the reference variant over seeds, 95% t-CI."""
+    """Per (group, variant): ratio to the reference variant over paired seeds (geometric mean)
+    with its 95% paired bootstrap CI (sim.stats)."""
     out = []
-    groups = sorted({tuple(r[c] for c in key_cols) for r in rows}, key=str)
-    for gk in groups:
-        sub = [r for r in rows if tuple(r[c] for c in key_cols) == gk]
-        base = {r["seed"]: r for r in sub if r["variant"] == ref}
-        for v in sorted({r["variant"] for r in sub}):
-            for metric in ("avg_jct_s", "makespan_s"):
-                rs = np.array([r[metric] / base[r["seed"]][metric] for r in sub
-                               if r["variant"] == v and r["seed"] in base])
-                if rs.size == 0:
-                    continue
-                m = float(rs.mean())
-                h = _t95(rs.size) * float(rs.std(ddof=1)) / math.sqrt(rs.size) if rs.size > 1 else math.nan
-                out.append({**dict(zip(key_cols, gk)), "variant": v, "metric": metric,
-                            "n_seeds": int(rs.size), "ratio_mean": m, "ci95_lo": m - h,
-                            "ci95_hi": m + h, "change_pct": 100 * (m - 1)})
+    for metric in ("avg_jct_s", "makespan_s"):
+        for r in paired_ratios(rows, group=key_cols, treatment="variant", baseline=ref, metric=metric):
+            out.append({**{c: r[c] for c in key_cols}, "variant": r["variant"], "metric": metric,
+                        "n_seeds": r["n"], "ratio_mean": r["ratio"], "ci95_lo": r["low"],
+                        "ci95_hi": r["high"], "change_pct": r["change_pct"]})
     return out
 
 
@@ -275,6 +263,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="64 nodes, 2 seeds, no sensitivity")
     ap.add_argument("--report", action="store_true", help="print the results in --out as markdown")
+    ap.add_argument("--summarize", action="store_true",
+                    help="run nothing: ratios, CIs and plots again from the runs in --out")
     ap.add_argument("--ablation-sizes", default="64,256",
                     help="sizes at which the micro-only / macro-only ablation and the core "
                          "policies run (the largest size runs --big-variants only)")
@@ -282,6 +272,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.report:
         print(markdown(args.out))
+        return 0
+    if args.summarize:
+        _resummarize(args.out)
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     jpn = [float(s) for s in args.jobs_per_node.split(",")]
@@ -347,11 +340,22 @@ def main(argv=None) -> int:
     runs = results[:len(tasks)]
     sens_runs = results[len(tasks):]
     _write(runs, args.out / "runs.parquet")
-    summ = ratios(runs)
-    _write(summ, args.out / "summary.parquet")
-    sens = []
     if sens_runs:
         _write(sens_runs, args.out / "sensitivity_runs.parquet")
+    summ, sens = summarize(runs, sens_runs, args.out)
+    timing = {"total_wall_s": time.time() - t0, "workers": args.workers, "sizes": sizes,
+              "jobs_per_node": jpn, "seeds": seeds, **base}
+    (args.out / "timing.json").write_text(json.dumps(timing, indent=1))
+    _print_ratios(summ, sens)
+    return 0
+
+
+def summarize(runs: list[dict], sens_runs: list[dict], out: Path) -> tuple[list, list]:
+    """Ratios with CIs of the runs (summary.parquet, sensitivity.parquet) and the plots."""
+    summ = ratios(runs)
+    _write(summ, out / "summary.parquet")
+    sens = []
+    if sens_runs:
         rows = []
         for r in sens_runs:
             if r.get("sens_param") == "-":          # baseline and default EGHS: shared by every value
@@ -362,19 +366,27 @@ def main(argv=None) -> int:
             else:
                 rows.append(r)
         sens = [x for x in ratios(rows, key_cols=("sens_param", "sens_value")) if x["variant"] == "eghs"]
-        _write(sens, args.out / "sensitivity.parquet")
-    _plots(summ, sens, args.out)
-    timing = {"total_wall_s": time.time() - t0, "workers": args.workers, "sizes": sizes,
-              "jobs_per_node": jpn, "seeds": seeds, **base}
-    (args.out / "timing.json").write_text(json.dumps(timing, indent=1))
-    print("\nrelative to the learning-unaware baseline (mean over seeds, 95% CI):")
+        _write(sens, out / "sensitivity.parquet")
+    _plots(summ, sens, out)
+    return summ, sens
+
+
+def _resummarize(out: Path) -> None:
+    """--summarize: ratios, CIs and plots again from the runs stored in ``out``."""
+    sens_path = out / "sensitivity_runs.parquet"
+    runs = pq.read_table(out / "runs.parquet").to_pylist()
+    sens_runs = pq.read_table(sens_path).to_pylist() if sens_path.exists() else []
+    _print_ratios(*summarize(runs, sens_runs, out))
+
+
+def _print_ratios(summ: list[dict], sens: list[dict]) -> None:
+    print("\nrelative to the learning-unaware baseline (geometric mean over seeds, 95% bootstrap CI):")
     for r in summ:
         print(f"  nodes={r['nodes']:5d} {r['variant']:11s} {r['metric']:10s} {r['change_pct']:+6.1f}% "
               f"[{100 * (r['ci95_lo'] - 1):+.1f}, {100 * (r['ci95_hi'] - 1):+.1f}] (n={r['n_seeds']})")
     for r in sens:
         print(f"  sens {r['sens_param']}={r['sens_value']:g} {r['metric']:10s} {r['change_pct']:+6.1f}% "
               f"[{100 * (r['ci95_lo'] - 1):+.1f}, {100 * (r['ci95_hi'] - 1):+.1f}]")
-    return 0
 
 
 if __name__ == "__main__":
