@@ -92,7 +92,7 @@ class ClusterEnv(gymnasium.Env):
         self._type_bit = np.left_shift(1, c.node_type.astype(np.int64))
         self._types = len(c.gpu_types)
         self._type_total = np.bincount(c.node_type, weights=c.node_gpus, minlength=self._types)
-        self._largest_node = int(c.node_gpus.max())
+        self._largest_node, self._total_gpus = int(c.node_gpus.max()), int(c.total_gpus)
         self.action_space = spaces.Discrete(self.slots + 1)
         self.observation_space = spaces.Dict({
             "queue": spaces.Box(0.0, _HIGH, (self.slots, len(QUEUE_FEATURES)), np.float32),
@@ -181,8 +181,8 @@ class ClusterEnv(gymnasium.Env):
                 return
 
     def _fits(self) -> bool:
-        free, d = self._free_total, self._demand
-        return any(d[j] <= free for j in self._queue[:self.slots])
+        visible = self._queue[:self.slots]
+        return bool(visible) and min(map(self._demand.__getitem__, visible)) <= self._free_total
 
     def _first_fitting(self) -> int:
         free, d = self._free_total, self._demand
@@ -231,7 +231,7 @@ class ClusterEnv(gymnasium.Env):
     # -- what the agent sees ---------------------------------------------------------------
     def _observation(self) -> dict:
         n = len(self._queue)
-        scalars = np.array([self.slots, self._now, self._free_total, self.cluster.total_gpus,
+        scalars = np.array([self.slots, self._now, self._free_total, self._total_gpus,
                             self._largest_node, n, self._in_system - n])
         q, cl = _observe(np.asarray(self._queue[:self.slots], np.int64), self._static,
                          self.jobs.arrival, self._free, self.cluster.node_type, self._type_total,
