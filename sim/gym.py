@@ -48,7 +48,7 @@ from numba import njit
 from ._native import lib
 from ._optional import require
 from .cluster import Cluster
-from .engine import _Kernel, job_specs
+from .engine import _Kernel, _validate, job_specs
 from .errors import ConfigError
 from .jobs import JobTable
 from .placement import PLACEMENT_MODES, place_one
@@ -93,6 +93,7 @@ class ClusterEnv(gymnasium.Env):
         self._types = len(c.gpu_types)
         self._type_total = np.bincount(c.node_type, weights=c.node_gpus, minlength=self._types)
         self._largest_node, self._total_gpus = int(c.node_gpus.max()), int(c.total_gpus)
+        self._rates: dict = {}           # placement summary -> rate; one oracle, kept across episodes
         self.action_space = spaces.Discrete(self.slots + 1)
         self.observation_space = spaces.Dict({
             "queue": spaces.Box(0.0, _HIGH, (self.slots, len(QUEUE_FEATURES)), np.float32),
@@ -113,22 +114,20 @@ class ClusterEnv(gymnasium.Env):
         specs = job_specs(table, oracle)
         if len(specs) == 0:
             raise ConfigError("the workload has no jobs")
-        if int(specs.demand.max()) > self.cluster.total_gpus:
-            raise ConfigError(f"a job requests {int(specs.demand.max())} GPUs; cluster "
-                              f"{self.cluster.name} has {self.cluster.total_gpus}")
+        _validate(self.cluster, specs, oracle)       # the engine's checks: sizes, work, times
         return specs
 
     # -- gymnasium API -------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        specs = self._fixed or self._specs(self._generate(), self.oracle)
+        specs = self._fixed if self._fixed is not None else self._specs(self._generate(), self.oracle)
         self.jobs = specs
         self._demand, self._model = specs.demand.tolist(), specs.model.tolist()
         self._static = np.column_stack([np.ones(len(specs)), specs.demand,
                                         specs.est_duration / _H]).astype(np.float32)
         self._kernel = _Kernel(self.cluster, specs, 0.0, ARRIVAL | COMPLETION)
         self._free = self.cluster.node_gpus.astype(np.int32)     # per node, at decision points
-        self._free_total, self._queue, self._rates = self.cluster.total_gpus, [], {}
+        self._free_total, self._queue = self._total_gpus, []
         self._in_system, self._arrived, self._now, self._area = 0, 0, float(specs.arrival.min()), 0.0
         self._done, self._steps = False, 0
         self._advance()

@@ -30,6 +30,13 @@ BUSY = ["run", "--cluster", "sia-64", "--jobs", "40", "--load", "300", "--seed",
 COMPARED = ("avg_jct_s", "avg_wait_s", "makespan_s", "p99_jct_s")
 
 
+@pytest.fixture(autouse=True)
+def own_registry(monkeypatch):
+    """Policies registered by a test (files, plugins) are gone after it: other tests list the
+    registry."""
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
+
 def run_json(capsys, *args) -> dict:
     assert main(BUSY + list(args)) == 0, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
@@ -134,8 +141,6 @@ def plugin(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "_discovered", False)
     yield
-    for name in ("plugin-newest", "plugin-newest-2"):
-        registry._REGISTRY.pop(name, None)
     for mod in ("clustersim_test_plugin", "clustersim_test_plugin.more"):
         sys.modules.pop(mod, None)
 
