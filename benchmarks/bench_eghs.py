@@ -5,7 +5,7 @@ The SchedStates are built directly (no engine): a Gavel-like mix of 2,000 elasti
 (Gavel sizes and durations, gpus_min = gpus // 2, gpus_max = 2 gpus), half of the GPUs
 initially busy.  A warm-up policy then runs a chain of rounds 60 s apart, each state carrying
 the previous plan and the progress made at its rates; the timed policy replays that chain,
-so it sees steady-state rounds (jobs cross epoch boundaries, most placements are kept).
+so it sees steady-state rounds (jobs produce entropy samples, most placements are kept).
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ MODELS = ("ResNet-18 (batch size 64)", "ResNet-50 (batch size 64)", "Transformer
 def build_state(n_nodes: int = 1024, n_jobs: int = 2000, n_states: int = 8, variant: str = "eghs",
                 seed: int = 0):
     """(policy, [SchedState]) for n_jobs active jobs on n_nodes x 8 GPUs."""
-    from sim.learning.dynamics import LearningSpec
+    from sim.learning.spec import LearningSpec
+    from sim.learning.world import LearningWorld
 
     rng = np.random.default_rng(seed)
     oracle = TableThroughput.builtin()
@@ -58,9 +59,11 @@ def build_state(n_nodes: int = 1024, n_jobs: int = 2000, n_states: int = 8, vari
     ngpu = np.where(keep, ngpu, 0).astype(np.int32)
     spec = LearningSpec.build(n_jobs, names, jobs.gpus_max, quality=(0.9, 0.97), seed=seed)
     name = "eghs" if variant == "eghs" else "eghs-unaware"
+    world = LearningWorld(spec)
+    world.start(jobs)
 
     def make():
-        return get_policy(name, learning=spec, oracle=oracle)
+        return get_policy(name)
 
     # a chain of rounds 60 s apart: each state carries the previous round's plan (placements,
     # GPUs) and the progress made at the planned rates, so the timed rounds see a steady state
@@ -73,9 +76,10 @@ def build_state(n_nodes: int = 1024, n_jobs: int = 2000, n_states: int = 8, vari
                         active=np.arange(n_jobs, dtype=np.int64), ngpu=ngpu, remaining=remaining,
                         attained_gpu_s=attained.copy(), run_s=attained / np.maximum(ngpu, 1),
                         queued_since=np.where(ngpu > 0, np.nan, arrival), pl_indptr=ip,
-                        pl_nodes=nd, pl_counts=ct)
+                        pl_nodes=nd, pl_counts=ct, oracle=oracle)
+        st = world.observe(st)                  # what the policy sees (truth masked)
         states.append(st)
-        plan = warm.schedule(st)
+        plan = world.settle(st, warm.schedule(st))
         lens = np.diff(plan.indptr)
         ngpu = np.bincount(np.repeat(np.arange(n_jobs), lens), weights=plan.counts,
                            minlength=n_jobs).astype(np.int32)
@@ -114,4 +118,4 @@ if __name__ == "__main__":
             pol.schedule(st)
             ts.append(time.perf_counter() - t)
         print(f"{v}: one round at 1024 nodes / 2000 jobs: median {1e3 * np.median(ts):.2f} ms, "
-              f"max {1e3 * max(ts):.2f} ms, micro updates {pol.learning.updates}")
+              f"max {1e3 * max(ts):.2f} ms, micro updates {pol.micro_updates}")

@@ -1,85 +1,81 @@
-"""The EGHS experiment (paper 1; issue 4): a workload-driven comparison at 64, 256 and 1024
-nodes against the learning-unaware baseline, with the ablation and a sensitivity analysis
-over the learning surrogate's parameters.
+"""The EGHS experiment, second design (paper 1; issues 4 and 16): EGHS against its fair
+learning-unaware twin at 64, 256 and 1024 nodes, on a main and a contended workload, with
+the ablation and the first design's clairvoyant baseline for reference.
 
 Setup (every choice ours [I]; docs/eghs.md explains them):
 
-* cluster: ``nodes`` servers of 8 V100s; a third at speed 0.8, a third 1.0, a third 1.2
-  (server-entity heterogeneity, so uneven batches meet unequal GPUs);
+* cluster: ``nodes`` servers of 8 V100s; a third at speed 0.8, a third 1.0, a third 1.2;
 * workload: Gavel's generator (Poisson arrivals, Gavel size mix and durations) restricted to
-  the distributed-capable models whose tasks have learning profiles (ResNet-18 -> CIFAR-10,
-  ResNet-50 -> ImageNet, Transformer -> BERT, LM -> DeepSpeech2); durations multiplied by
-  ``--duration-scale``; ``--jobs-per-node`` jobs per node arriving at ``--load`` x the
-  cluster's GPU capacity (GPU-hours offered per hour); elastic jobs with
-  ``gpus_min = max(1, gpus // 2)`` and ``gpus_max = 2 * gpus``;
-* learning: every job is a time-to-accuracy job (quality q ~ U(0.90, 0.97) of its
-  profile's fitted curve); its work is the reference-batch progress it needs, equal to the
-  generated duration's iterations at its requested size;
-* policies: ``eghs`` (both levels), micro only, macro only, ``eghs-unaware`` (the
-  learning-unaware baseline), and the core's ``srtf``, ``tiresias``, ``fifo`` (rigid, on the
-  same jobs);
-* metrics: average JCT and makespan per run; per seed the ratio to the baseline on the
-  same workload; geometric-mean ratio with a 95% paired bootstrap CI over seeds (sim.stats).
+  the distributed-capable models with learning profiles (ResNet-18 -> CIFAR-10, ResNet-50 ->
+  ImageNet, Transformer -> BERT, LM -> DeepSpeech2); durations x ``--duration-scale``;
+  elastic jobs ``gpus_min = max(1, gpus // 2)``, ``gpus_max = 2 gpus``; every job is a
+  time-to-accuracy job (q ~ U(0.90, 0.97)) whose work is the generated duration's
+  iterations at its requested size, with a user budget ``1 + Exp(0.5)`` times that
+  (``LearningSpec``); the learning truth lives in a :class:`sim.learning.world.LearningWorld`;
+* workloads (``WORKLOADS``): "main" (jobs per node 6 / 3 / 1 at 64 / 256 / 1024 nodes,
+  0.6 arrivals per GPU-hour) and "contended" (8 / 4 / 2 jobs per node, 2.0 per GPU-hour);
+* variants (``VARIANTS``): ``eghs``, macro only, micro only, the fair twin ``eghs-unaware``
+  (the reference of every ratio), the twin without defragmentation, the clairvoyant ``eghs-unaware-oracle`` and Gavel's
+  heterogeneity-aware LAS (``gavel-max-min-fairness-perf``, rigid); ``eghs-logits``: EGHS
+  with entropy from a synthetic logits trace instead of the surrogate;
+* metrics: average JCT and makespan per run; per seed the ratio to the twin on the same
+  workload; mean ratio with a paired bootstrap 95% interval over seeds.
 
-Outputs (``--out``, default ``scalability/results/eghs``): ``runs.parquet`` (one row per
-run), ``summary.parquet`` (ratios with CIs), ``sensitivity.parquet``, ``timing.json`` and
-plots.  Usage::
+Outputs (``--out``, default ``scalability/results/eghs2``): ``runs.csv`` (one row per run),
+``summary.csv`` (ratios with CIs), ``timing.json`` and ``relative_to_twin.png``.  Usage::
 
     python scalability/eghs_experiment.py --quick          # a minute: 64 nodes, 2 seeds
     python scalability/eghs_experiment.py                  # the documented sizes
-    python scalability/eghs_experiment.py --summarize      # CIs and plots again from runs.parquet
+    python scalability/eghs_experiment.py --report         # markdown tables of --out
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
-import os
 import sys
+import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from sim.cluster import cluster_from_groups
-from sim.engine import EngineConfig, run_jobs, job_specs
+from sim.engine import EngineConfig, job_specs, run_jobs
 from sim.jobs import JobTable
-from sim.learning.dynamics import LearningSpec
+from sim.learning.logits_trace import LogitsTrace, synthetic_logits_trace
+from sim.learning.spec import LearningSpec
+from sim.learning.surrogate import load_surrogate
+from sim.learning.world import LearningWorld
 from sim.metrics import summary
-from sim.stats import paired_ratios
 from sim.policies import get_policy
 from sim.throughput import TableThroughput
 from sim.workload import generate_workload
 
 MODELS = ("ResNet-18 (batch size 64)", "ResNet-50 (batch size 64)", "Transformer (batch size 64)",
           "LM (batch size 20)")
-#: mean GPU-hours per job of the Gavel generator at duration scale 1 (analytic: sizes
-#: 0.7/0.1/0.15/0.05 at 1/2/4/8 GPUs -> 1.9 GPUs; mean duration 0.8 * 280 + 0.2 * 3909 min)
-GAVEL_GPU_HOURS = 1.9 * (0.8 * (1000 - 10 ** 1.5) / (1.5 * math.log(10)) +
-                         0.2 * 9000 / math.log(10)) / 60.0
+#: variant -> (policy, parameters, entropy source)
 VARIANTS = {
-    "eghs": ("eghs", {}),
-    "micro-only": ("eghs", {"micro": True, "macro": False}),
-    "macro-only": ("eghs", {"micro": False, "macro": True}),
-    "baseline": ("eghs-unaware", {}),
-    "srtf": ("srtf", {}),
-    "tiresias": ("tiresias", {}),
-    "fifo": ("fifo", {"backfill": True}),
+    "eghs": ("eghs", {}, "surrogate"),
+    "macro-only": ("eghs", {"micro": False}, "surrogate"),
+    "micro-only": ("eghs", {"macro": False}, "surrogate"),
+    "twin": ("eghs-unaware", {}, "surrogate"),
+    "twin-no-defrag": ("eghs-unaware", {"defragment": False}, "surrogate"),
+    "oracle-twin": ("eghs-unaware-oracle", {}, "surrogate"),
+    "gavel-las": ("gavel-max-min-fairness-perf", {}, "surrogate"),
+    "eghs-logits": ("eghs", {}, "logits"),
 }
-LEARNING = {"eghs", "eghs-unaware"}
-#: sensitivity: (parameter, values); surrogate fields scale the fitted values
-SENSITIVITY = [
-    ("sigma_d", (0.0, 0.2, 0.4)),
-    ("kappa_scale", (0.5, 1.0, 2.0)),
-    ("phi_scale", (0.1, 1.0, 10.0)),
-    ("gain_cap", (1.0, 1.3, 1.6)),
-    ("alpha_U", (0.0, 1.0, 2.0)),
-]
-#: the defaults of the parameters above (their runs are shared: the plain "eghs" run)
-SENS_DEFAULT = {"sigma_d": 0.2, "kappa_scale": 1.0, "phi_scale": 1.0, "gain_cap": 1.3, "alpha_U": 1.0}
+REFERENCE = "twin"
+#: workload -> {nodes: (jobs per node, arrivals per GPU-hour)}
+WORKLOADS = {"main": {64: (6, 0.6), 256: (3, 0.6), 1024: (1, 0.6)},
+             "contended": {64: (8, 2.0), 256: (4, 2.0), 1024: (2, 2.0)}}
+#: the paper's claims (abstract): EGHS vs a learning-unaware baseline
+PAPER = {"avg_jct_s": -23.7, "makespan_s": -15.7}
+#: synthetic logits trace: epochs, workers, classes, rows per worker
+TRACE_SHAPE = (400, 16, 10, 16)
 
 
 def make_cluster(nodes: int):
@@ -93,9 +89,7 @@ def make_cluster(nodes: int):
 def make_workload(nodes: int, seed: int, jobs_per_node: float, load: float, duration_scale: float,
                   oracle):
     n_jobs = int(round(jobs_per_node * nodes))
-    gpus = nodes * 8
-    rate = load * gpus                                               # jobs per hour
-    wl = generate_workload(n_jobs, rate, seed, models=list(MODELS), throughput=oracle)
+    wl = generate_workload(n_jobs, load * nodes * 8, seed, models=list(MODELS), throughput=oracle)
     t = wl.table
     g = t.column("gpus").to_numpy()
     t = t.set_column(t.schema.get_field_index("gpus_min"), "gpus_min",
@@ -106,287 +100,219 @@ def make_workload(nodes: int, seed: int, jobs_per_node: float, load: float, dura
     return JobTable.from_table(t, f"eghs workload nodes={nodes} seed={seed}")
 
 
+def logits_trace(names, seed: int, directory: Path) -> LogitsTrace:
+    """A synthetic logits trace per model: the family curve in epochs (the profile's tau
+    in samples over its epoch), shard difficulty LogNormal(0, 0.2) per worker."""
+    sur = load_surrogate()
+    a = sur.arrays()
+    prof = sur.profile_indices(tuple(names))
+    n_ep, n_w, n_c, rows = TRACE_SHAPE
+    path = directory / f"logits-{seed}.arrow"
+    ep = np.arange(n_ep, dtype=float)
+    for i, name in enumerate(names):
+        p = prof[i]
+        tau_ep = a["tau"][p] * a["ref_batch"][p] / a["epoch_samples"][p]
+        curve = 0.10 + 0.85 * np.exp(-(ep / max(tau_ep, 1.0)) ** a["kappa"][p])
+        synthetic_logits_trace(directory / f"m{i}-{seed}.arrow", [name], n_ep, n_w, n_c, curve,
+                               rows_per_worker=rows, seed=seed + i)
+    import pyarrow.ipc as ipc
+    tables = [ipc.open_file(str(directory / f"m{i}-{seed}.arrow")).read_all() for i in range(len(names))]
+    with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, tables[0].schema) as w:
+        for t in tables:
+            w.write_table(t)
+    return LogitsTrace(path)
+
+
 def run_one(task: dict) -> dict:
     oracle = TableThroughput.builtin()
     nodes, seed = task["nodes"], task["seed"]
-    cluster = make_cluster(nodes)
     wl = make_workload(nodes, seed, task["jobs_per_node"], task["load"], task["duration_scale"], oracle)
     jobs = job_specs(wl, oracle)
-    name, params = VARIANTS[task["variant"]]
-    params = dict(params)
-    dyn = dict(task.get("dynamics") or {})
-    if name in LEARNING:
+    name, params, source = VARIANTS[task["variant"]]
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = logits_trace(oracle.models, seed, Path(tmp)) if source == "logits" else None
         spec = LearningSpec.for_workload(wl, oracle, mode="tta", quality=(0.90, 0.97), seed=seed,
-                                         sigma_d=dyn.get("sigma_d", 0.2))
-        params.update(learning=spec, oracle=oracle, dynamics=dyn)
-        params.update(task.get("policy_params") or {})
-    policy = get_policy(name, **params)
-    t0 = time.perf_counter()
-    res = run_jobs(cluster, jobs, policy, oracle, EngineConfig(round_s=task["round_s"]),
-                   job_ids=wl.job_id)
-    wall = time.perf_counter() - t0
+                                         trace=trace)
+        world = LearningWorld(spec)
+        policy = get_policy(name, **params)
+        t0 = time.perf_counter()
+        res = run_jobs(make_cluster(nodes), jobs, policy, oracle, EngineConfig(round_s=task["round_s"]),
+                       job_ids=wl.job_id, learning=world)
+        wall = time.perf_counter() - t0
     s = summary(res)
     dec = np.asarray(res.decision_seconds) * 1e3
-    row = {k: task.get(k) for k in ("nodes", "seed", "variant", "sens_param", "sens_value")}
+    row = {k: task[k] for k in ("workload", "nodes", "seed", "variant")}
     row.update(n_jobs=len(jobs), avg_jct_s=s["avg_jct_s"], makespan_s=s["makespan_s"],
                p99_jct_s=s["p99_jct_s"], avg_wait_s=s["avg_wait_s"], utilization=s["utilization"],
                restarts=float(np.mean(res.restarts)), decisions=res.decisions,
                mean_decision_ms=float(dec.mean()) if dec.size else math.nan,
                p99_decision_ms=float(np.percentile(dec, 99)) if dec.size else math.nan,
-               max_decision_ms=float(dec.max()) if dec.size else math.nan, wall_s=wall)
-    if name in LEARNING:
-        L = policy.learning
-        row["micro_updates"] = int(L.updates)
-        row["mean_scale_running"] = float(np.mean(L.scale))
+               micro_updates=int(getattr(policy, "micro_updates", 0)), wall_s=wall)
     return row
 
 
-def ratios(rows: list[dict], ref: str = "baseline", key_cols=("nodes",)) -> list[dict]:
-    """Per (group, variant): ratio to the reference variant over paired seeds (geometric mean)
-    with its 95% paired bootstrap CI (sim.stats)."""
+def bootstrap_ci(x: np.ndarray, n_boot: int = 10000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile interval of the mean of x (per-seed paired ratios) by resampling seeds."""
+    if x.size < 2:
+        return math.nan, math.nan
+    rng = np.random.Generator(np.random.PCG64(seed))
+    means = x[rng.integers(0, x.size, (n_boot, x.size))].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def ratios(rows: list[dict], ref: str = REFERENCE) -> list[dict]:
+    """Per (workload, nodes, variant, metric): mean per-seed ratio to ``ref``, bootstrap CI."""
     out = []
-    for metric in ("avg_jct_s", "makespan_s"):
-        for r in paired_ratios(rows, group=key_cols, treatment="variant", baseline=ref, metric=metric):
-            out.append({**{c: r[c] for c in key_cols}, "variant": r["variant"], "metric": metric,
-                        "n_seeds": r["n"], "ratio_mean": r["ratio"], "ci95_lo": r["low"],
-                        "ci95_hi": r["high"], "change_pct": r["change_pct"]})
+    for wk, nodes in sorted({(r["workload"], r["nodes"]) for r in rows}):
+        sub = [r for r in rows if r["workload"] == wk and r["nodes"] == nodes]
+        base = {r["seed"]: r for r in sub if r["variant"] == ref}
+        for v in [v for v in VARIANTS if any(r["variant"] == v for r in sub)]:
+            for metric in ("avg_jct_s", "makespan_s"):
+                rs = np.array([r[metric] / base[r["seed"]][metric] for r in sub
+                               if r["variant"] == v and r["seed"] in base])
+                if rs.size == 0:
+                    continue
+                lo, hi = bootstrap_ci(rs)
+                out.append({"workload": wk, "nodes": nodes, "variant": v, "metric": metric,
+                            "n_seeds": int(rs.size), "ratio_mean": float(rs.mean()), "ci95_lo": lo,
+                            "ci95_hi": hi, "change_pct": 100 * (float(rs.mean()) - 1)})
     return out
 
 
-def _write(rows: list[dict], path: Path) -> None:
-    if rows:
-        cols = sorted({k for r in rows for k in r})
-        pq.write_table(pa.table({c: [r.get(c) for r in rows] for c in cols}), path)
+def _write_csv(rows: list[dict], path: Path) -> None:
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, cols)
+        w.writeheader()
+        w.writerows(rows)
 
 
-def _plots(summ: list[dict], sens: list[dict], out: Path) -> None:
+def _read_csv(path: Path) -> list[dict]:
+    def conv(v):
+        for typ in (int, float):
+            try:
+                return typ(v)
+            except ValueError:
+                pass
+        return v
+    with open(path) as f:
+        return [{k: conv(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def _plots(summ: list[dict], out: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    variants = [v for v in ("eghs", "micro-only", "macro-only", "srtf", "tiresias", "fifo")
-                if any(r["variant"] == v for r in summ)]
-    nodes = sorted({r["nodes"] for r in summ})
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    variants = [v for v in VARIANTS if v != REFERENCE and any(r["variant"] == v for r in summ)]
+    groups = sorted({(r["workload"], int(r["nodes"])) for r in summ})
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
     for ax, metric in zip(axes, ("avg_jct_s", "makespan_s")):
         width = 0.8 / max(len(variants), 1)
         for i, v in enumerate(variants):
-            ys, lo, hi = [], [], []
-            for nn in nodes:
-                r = [x for x in summ if x["variant"] == v and x["nodes"] == nn and x["metric"] == metric]
-                ys.append(r[0]["ratio_mean"] if r else np.nan)
-                lo.append(r[0]["ratio_mean"] - r[0]["ci95_lo"] if r else 0)
-                hi.append(r[0]["ci95_hi"] - r[0]["ratio_mean"] if r else 0)
-            xs = np.arange(len(nodes)) + (i - len(variants) / 2 + 0.5) * width
-            ax.bar(xs, ys, width, yerr=[np.nan_to_num(lo), np.nan_to_num(hi)], label=v, capsize=2)
+            ys, err = [], [[], []]
+            for g in groups:
+                r = [x for x in summ if x["variant"] == v and (x["workload"], int(x["nodes"])) == g
+                     and x["metric"] == metric]
+                m = r[0]["ratio_mean"] if r else np.nan
+                ys.append(m)
+                err[0].append(m - r[0]["ci95_lo"] if r else 0)
+                err[1].append(r[0]["ci95_hi"] - m if r else 0)
+            xs = np.arange(len(groups)) + (i - len(variants) / 2 + 0.5) * width
+            ax.bar(xs, ys, width, yerr=np.nan_to_num(np.array(err)), label=v, capsize=2)
         ax.axhline(1.0, color="k", lw=0.8)
-        ax.axhline(0.763 if metric == "avg_jct_s" else 0.843, color="r", ls="--", lw=0.8,
-                   label="paper (EGHS)")
-        ax.set_xticks(np.arange(len(nodes)), [f"{n} nodes" for n in nodes])
-        ax.set_ylabel(f"{metric.replace('_s', '')} / learning-unaware baseline")
-        ax.set_title(metric.replace("_s", ""))
+        ax.axhline(1 + PAPER[metric] / 100, color="r", ls="--", lw=0.8, label="paper (EGHS)")
+        ax.set_xticks(np.arange(len(groups)), [f"{w}\n{n} nodes" for w, n in groups], fontsize=7)
+        ax.set_ylabel(f"{metric[:-2]} / fair twin")
+        ax.set_yscale("log")
     axes[1].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "relative_to_baseline.png", dpi=120)
+    fig.savefig(out / "relative_to_twin.png", dpi=110)
     plt.close(fig)
-    if sens:
-        params = sorted({r["sens_param"] for r in sens})
-        fig, axes = plt.subplots(1, len(params), figsize=(3.2 * len(params), 3.2), squeeze=False)
-        for ax, p in zip(axes[0], params):
-            for metric, mk in (("avg_jct_s", "o-"), ("makespan_s", "s--")):
-                r = sorted([x for x in sens if x["sens_param"] == p and x["metric"] == metric
-                            and x["variant"] == "eghs"], key=lambda x: x["sens_value"])
-                ax.errorbar([x["sens_value"] for x in r], [x["ratio_mean"] for x in r],
-                            yerr=[[x["ratio_mean"] - x["ci95_lo"] for x in r],
-                                  [x["ci95_hi"] - x["ratio_mean"] for x in r]], fmt=mk,
-                            label=metric.replace("_s", ""), capsize=2)
-            ax.axhline(1.0, color="k", lw=0.8)
-            ax.set_title(p)
-        axes[0][0].set_ylabel("EGHS / baseline")
-        axes[0][0].legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "sensitivity.png", dpi=120)
-        plt.close(fig)
 
 
 def markdown(out: Path) -> str:
-    """The results as markdown tables (docs/eghs.md), from the Parquet files in ``out``."""
-    summ = pq.read_table(out / "summary.parquet").to_pylist()
-    runs = pq.read_table(out / "runs.parquet").to_pylist()
-    lines = ["| nodes | variant | avg JCT vs baseline [95% CI] | makespan vs baseline [95% CI] | "
-             "seeds | mean decision ms |", "|---|---|---|---|---|---|"]
-    order = ["eghs", "micro-only", "macro-only", "baseline", "srtf", "tiresias", "fifo"]
-    for nodes in sorted({r["nodes"] for r in summ}):
-        for v in order:
-            rs = {r["metric"]: r for r in summ if r["nodes"] == nodes and r["variant"] == v}
+    """The results as a markdown table (docs/eghs.md), from the CSV files in ``out``."""
+    summ = _read_csv(out / "summary.csv")
+    runs = _read_csv(out / "runs.csv")
+    lines = ["| workload | nodes | variant | avg JCT vs twin [95% CI] | makespan vs twin [95% CI] | "
+             "seeds | restarts/job | mean decision ms |", "|---|---|---|---|---|---|---|---|"]
+    for wk, nodes in sorted({(r["workload"], int(r["nodes"])) for r in summ}):
+        for v in VARIANTS:
+            rs = {r["metric"]: r for r in summ if r["workload"] == wk and int(r["nodes"]) == nodes
+                  and r["variant"] == v}
             if not rs:
                 continue
-            dec = [r["mean_decision_ms"] for r in runs if r["nodes"] == nodes and r["variant"] == v]
+            sub = [r for r in runs if r["workload"] == wk and int(r["nodes"]) == nodes and r["variant"] == v]
 
             def cell(r):
                 return (f"{r['change_pct']:+.1f}% [{100 * (r['ci95_lo'] - 1):+.1f}, "
                         f"{100 * (r['ci95_hi'] - 1):+.1f}]")
-            lines.append(f"| {nodes} | {v} | {cell(rs['avg_jct_s'])} | {cell(rs['makespan_s'])} | "
-                         f"{rs['avg_jct_s']['n_seeds']} | {np.mean(dec):.2f} |")
-    if (out / "sensitivity.parquet").exists():
-        sens = pq.read_table(out / "sensitivity.parquet").to_pylist()
-        lines += ["", "| parameter | value | EGHS avg JCT vs baseline [95% CI] | makespan [95% CI] |",
-                  "|---|---|---|---|"]
-        for p, vals in SENSITIVITY:
-            for val in vals:
-                rs = {r["metric"]: r for r in sens if r["sens_param"] == p and r["sens_value"] == val}
-                if len(rs) < 2:
-                    continue
-                c = [f"{rs[m]['change_pct']:+.1f}% [{100 * (rs[m]['ci95_lo'] - 1):+.1f}, "
-                     f"{100 * (rs[m]['ci95_hi'] - 1):+.1f}]" for m in ("avg_jct_s", "makespan_s")]
-                lines.append(f"| {p} | {val:g}{' (default)' if val == SENS_DEFAULT[p] else ''} | "
-                             f"{c[0]} | {c[1]} |")
+            lines.append(f"| {wk} | {nodes} | {v} | {cell(rs['avg_jct_s'])} | {cell(rs['makespan_s'])} | "
+                         f"{int(rs['avg_jct_s']['n_seeds'])} | {np.mean([r['restarts'] for r in sub]):.2f} | "
+                         f"{np.mean([r['mean_decision_ms'] for r in sub]):.2f} |")
     return "\n".join(lines)
+
+
+def tasks_for(args) -> list[dict]:
+    base = {"duration_scale": args.duration_scale, "round_s": args.round_s}
+    tasks = []
+    for wk in args.workloads.split(","):
+        for nodes in [int(x) for x in args.sizes.split(",")]:
+            jpn, load = WORKLOADS[wk][nodes]
+            vs = args.variants.split(",") if nodes not in args.big else args.big_variants.split(",")
+            for seed in range(args.seeds):
+                for v in vs:
+                    tasks.append({**base, "workload": wk, "nodes": nodes, "seed": seed, "variant": v,
+                                  "jobs_per_node": jpn, "load": load})
+    return tasks
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="64,256,1024")
+    ap.add_argument("--workloads", default="main,contended")
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--jobs-per-node", default="6,3,1",
-                    help="jobs per node for each size (comma list aligned with --sizes)")
-    ap.add_argument("--load", type=float, default=0.6, help="arrivals per GPU per hour")
     ap.add_argument("--duration-scale", type=float, default=0.25)
     ap.add_argument("--round-s", type=float, default=60.0)
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--big-variants", default="eghs,baseline",
-                    help="variants run at the largest size (the rigid core policies are cheap "
-                         "but slow at 1024 nodes)")
-    ap.add_argument("--sensitivity-nodes", type=int, default=64)
-    ap.add_argument("--sensitivity-jobs-per-node", type=float, default=4.0)
-    ap.add_argument("--sensitivity-seeds", type=int, default=3)
-    ap.add_argument("--no-sensitivity", action="store_true")
+    ap.add_argument("--big", type=lambda s: {int(x) for x in s.split(",") if x}, default={1024},
+                    help="sizes that run --big-variants only")
+    ap.add_argument("--big-variants", default="eghs,twin,oracle-twin")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--quick", action="store_true", help="64 nodes, 2 seeds, no sensitivity")
+    ap.add_argument("--quick", action="store_true", help="64 nodes, main workload, 2 seeds")
     ap.add_argument("--report", action="store_true", help="print the results in --out as markdown")
-    ap.add_argument("--summarize", action="store_true",
-                    help="run nothing: ratios, CIs and plots again from the runs in --out")
-    ap.add_argument("--ablation-sizes", default="64,256",
-                    help="sizes at which the micro-only / macro-only ablation and the core "
-                         "policies run (the largest size runs --big-variants only)")
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "eghs")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "eghs2")
     args = ap.parse_args(argv)
     if args.report:
         print(markdown(args.out))
         return 0
-    if args.summarize:
-        _resummarize(args.out)
-        return 0
-    sizes = [int(s) for s in args.sizes.split(",")]
-    jpn = [float(s) for s in args.jobs_per_node.split(",")]
-    if len(jpn) == 1:
-        jpn = jpn * len(sizes)
-    seeds = args.seeds
-    sens_on = not args.no_sensitivity
     if args.quick:
-        sizes, jpn, seeds, sens_on = [64], [4.0], 2, False
-    variants = args.variants.split(",")
-    big = set(args.big_variants.split(","))
-    ablation_sizes = {int(x) for x in args.ablation_sizes.split(",") if x}
-    base = {"load": args.load, "duration_scale": args.duration_scale, "round_s": args.round_s}
-    tasks = []
-    for nodes, j in zip(sizes, jpn):
-        for seed in range(seeds):
-            for v in variants:
-                if nodes not in ablation_sizes and v not in big:
-                    continue
-                tasks.append({**base, "nodes": nodes, "seed": seed, "variant": v,
-                              "jobs_per_node": j})
-    sens_tasks = []
-    if sens_on:
-        sn = args.sensitivity_nodes
-        sj = args.sensitivity_jobs_per_node
-        for seed in range(args.sensitivity_seeds):
-            for v in ("baseline", "eghs"):
-                sens_tasks.append({**base, "nodes": sn, "seed": seed, "variant": v,
-                                   "jobs_per_node": sj, "sens_param": "-", "sens_value": 0.0})
-            for p, vals in SENSITIVITY:
-                for val in vals:
-                    if val == SENS_DEFAULT[p]:
-                        continue
-                    t = {**base, "nodes": sn, "seed": seed, "variant": "eghs", "jobs_per_node": sj,
-                         "sens_param": p, "sens_value": float(val)}
-                    if p == "alpha_U":
-                        t["policy_params"] = {"alpha_U": float(val)}
-                    else:
-                        t["dynamics"] = {p: float(val)}
-                    sens_tasks.append(t)
+        args.sizes, args.workloads, args.seeds = "64", "main", 2
+    tasks = tasks_for(args)
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    all_tasks = tasks + sens_tasks
-    # longest first (1024-node runs), so the pool stays busy
-    order = sorted(range(len(all_tasks)), key=lambda i: -all_tasks[i]["nodes"] * all_tasks[i]["jobs_per_node"])
-    results: list[dict | None] = [None] * len(all_tasks)
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i]["nodes"] * tasks[i]["jobs_per_node"])
+    rows = []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futs = {pool.submit(run_one, all_tasks[i]): i for i in order}
-        for k, f in enumerate(futs):
-            pass
-        done = 0
-        from concurrent.futures import as_completed
+        futs = {pool.submit(run_one, tasks[i]): i for i in order}
         for f in as_completed(futs):
-            i = futs[f]
-            results[i] = f.result()
-            done += 1
-            r = results[i]
-            print(f"[{time.time() - t0:7.1f}s] {done}/{len(all_tasks)} nodes={r['nodes']} seed={r['seed']} "
-                  f"{r['variant']} {r.get('sens_param') or ''}={r.get('sens_value') or ''} "
-                  f"jct={r['avg_jct_s']:.0f} makespan={r['makespan_s']:.0f} "
-                  f"dec={r['decisions']} {r['mean_decision_ms']:.2f}ms wall={r['wall_s']:.0f}s",
-                  flush=True)
-    runs = results[:len(tasks)]
-    sens_runs = results[len(tasks):]
-    _write(runs, args.out / "runs.parquet")
-    if sens_runs:
-        _write(sens_runs, args.out / "sensitivity_runs.parquet")
-    summ, sens = summarize(runs, sens_runs, args.out)
-    timing = {"total_wall_s": time.time() - t0, "workers": args.workers, "sizes": sizes,
-              "jobs_per_node": jpn, "seeds": seeds, **base}
-    (args.out / "timing.json").write_text(json.dumps(timing, indent=1))
-    _print_ratios(summ, sens)
+            r = f.result()
+            rows.append(r)
+            print(f"[{time.time() - t0:7.1f}s] {len(rows)}/{len(tasks)} {r['workload']} nodes={r['nodes']} "
+                  f"seed={r['seed']} {r['variant']} jct={r['avg_jct_s']:.0f} makespan={r['makespan_s']:.0f} "
+                  f"dec={r['decisions']} {r['mean_decision_ms']:.2f}ms wall={r['wall_s']:.0f}s", flush=True)
+            _write_csv(rows, args.out / "runs.csv")
+    rows.sort(key=lambda r: (r["workload"], r["nodes"], r["seed"], r["variant"]))
+    _write_csv(rows, args.out / "runs.csv")
+    summ = ratios(rows)
+    _write_csv(summ, args.out / "summary.csv")
+    _plots(summ, args.out)
+    (args.out / "timing.json").write_text(json.dumps(
+        {"total_wall_s": time.time() - t0, "workers": args.workers, "sizes": args.sizes,
+         "workloads": args.workloads, "seeds": args.seeds, "duration_scale": args.duration_scale,
+         "round_s": args.round_s}, indent=1))
+    print(markdown(args.out))
     return 0
-
-
-def summarize(runs: list[dict], sens_runs: list[dict], out: Path) -> tuple[list, list]:
-    """Ratios with CIs of the runs (summary.parquet, sensitivity.parquet) and the plots."""
-    summ = ratios(runs)
-    _write(summ, out / "summary.parquet")
-    sens = []
-    if sens_runs:
-        rows = []
-        for r in sens_runs:
-            if r.get("sens_param") == "-":          # baseline and default EGHS: shared by every value
-                for p, vals in SENSITIVITY:
-                    for val in vals:
-                        if r["variant"] == "baseline" or val == SENS_DEFAULT[p]:
-                            rows.append({**r, "sens_param": p, "sens_value": float(val)})
-            else:
-                rows.append(r)
-        sens = [x for x in ratios(rows, key_cols=("sens_param", "sens_value")) if x["variant"] == "eghs"]
-        _write(sens, out / "sensitivity.parquet")
-    _plots(summ, sens, out)
-    return summ, sens
-
-
-def _resummarize(out: Path) -> None:
-    """--summarize: ratios, CIs and plots again from the runs stored in ``out``."""
-    sens_path = out / "sensitivity_runs.parquet"
-    runs = pq.read_table(out / "runs.parquet").to_pylist()
-    sens_runs = pq.read_table(sens_path).to_pylist() if sens_path.exists() else []
-    _print_ratios(*summarize(runs, sens_runs, out))
-
-
-def _print_ratios(summ: list[dict], sens: list[dict]) -> None:
-    print("\nrelative to the learning-unaware baseline (geometric mean over seeds, 95% bootstrap CI):")
-    for r in summ:
-        print(f"  nodes={r['nodes']:5d} {r['variant']:11s} {r['metric']:10s} {r['change_pct']:+6.1f}% "
-              f"[{100 * (r['ci95_lo'] - 1):+.1f}, {100 * (r['ci95_hi'] - 1):+.1f}] (n={r['n_seeds']})")
-    for r in sens:
-        print(f"  sens {r['sens_param']}={r['sens_value']:g} {r['metric']:10s} {r['change_pct']:+6.1f}% "
-              f"[{100 * (r['ci95_lo'] - 1):+.1f}, {100 * (r['ci95_hi'] - 1):+.1f}]")
 
 
 if __name__ == "__main__":

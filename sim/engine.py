@@ -14,6 +14,7 @@ import numpy as np
 
 from ._native import as_cdata, check, ffi, lib
 from .cluster import Cluster
+from .defrag import defragment_plan
 from .errors import ConfigError, SimError
 from .limits import MAX_TIME_S, check_round, check_seconds, fmt_num
 from .metrics import FGDTracker
@@ -199,11 +200,14 @@ class _Kernel:
         return {k: v[: self.n] for k, v in arrs.items()}
 
 
-def simulate(cluster: Cluster, workload, policy, oracle, config: EngineConfig | None = None) -> SimResult:
-    """Run one policy on one cluster and workload; returns per-job results."""
+def simulate(cluster: Cluster, workload, policy, oracle, config: EngineConfig | None = None,
+             learning=None) -> SimResult:
+    """Run one policy on one cluster and workload; returns per-job results.  ``learning``: a
+    :class:`sim.learning.world.LearningWorld` (the jobs' learning truth), or None."""
     config = config or EngineConfig()
     jobs = job_specs(workload, oracle, config.restart_delay_s)
-    return run_jobs(cluster, jobs, policy, oracle, config, job_ids=workload.job_id)
+    return run_jobs(cluster, jobs, policy, oracle, config, job_ids=workload.job_id,
+                    learning=learning)
 
 
 def _validate(cluster: Cluster, jobs: JobSpecs, oracle) -> None:
@@ -224,17 +228,24 @@ def _validate(cluster: Cluster, jobs: JobSpecs, oracle) -> None:
 
 
 def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineConfig,
-             job_ids: np.ndarray | None = None) -> SimResult:
-    """Run ``policy`` over resolved job specs (see :func:`job_specs`)."""
+             job_ids: np.ndarray | None = None, learning=None) -> SimResult:
+    """Run ``policy`` over resolved job specs (see :func:`job_specs`).  ``learning``: the
+    learning simulator (``sim.learning.world.LearningWorld``; it observes every decision,
+    masks the truth of time-to-accuracy jobs and sets their rates), or None."""
     _validate(cluster, jobs, oracle)
-    return _Run(cluster, jobs, policy, oracle, config).run(job_ids)
+    return _Run(cluster, jobs, policy, oracle, config, learning).run(job_ids)
 
 
 class _Run:
     """One simulation: the decision loop around a kernel, and what it records."""
 
-    def __init__(self, cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineConfig):
+    def __init__(self, cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineConfig,
+                 learning=None):
         self.cluster, self.jobs, self.policy, self.oracle = cluster, jobs, policy, oracle
+        self.world = learning
+        self.clairvoyant = bool(getattr(policy, "clairvoyant", False))
+        if learning is not None:
+            learning.start(jobs)
         self.config = config
         self.round_s = config.round_s if config.round_s is not None else (policy.round_s or 0.0)
         self.kernel = _Kernel(cluster, jobs, self.round_s, policy.triggers)
@@ -249,15 +260,21 @@ class _Run:
         self.fgd_weights = weights
         self.fgd_flat = weights.ravel()
         self.fgd_base = np.asarray(cluster.node_type, np.int64) * weights.shape[1]
-        self.skippable = bool(getattr(policy, "skip_if_nothing_fits", False))
-        self.skip_idle_completions = bool(getattr(policy, "skip_idle_completions", False))
+        # defragmenting needs every decision: the shortcuts assume placements never move
+        self.defragment = bool(getattr(policy, "defragment", False))
+        shortcuts = not self.defragment
+        self.skippable = shortcuts and bool(getattr(policy, "skip_if_nothing_fits", False))
+        self.skip_idle_completions = shortcuts and bool(getattr(policy, "skip_idle_completions", False))
         self.lone_mode = (PLACEMENT_MODES[policy.placement]
-                          if getattr(policy, "place_lone_arrivals", False) else None)
+                          if shortcuts and getattr(policy, "place_lone_arrivals", False) else None)
         self.engine_placed = 0
         self.skipped = 0
         self.queued_view = _policy_view(policy) == "queued"
-        self.native = native_params(policy) if config.native else None
-        self.times = {"kernel_s": 0.0, "snapshot_s": 0.0, "policy_s": 0.0, "oracle_s": 0.0}
+        # the learning world observes every decision and sets true rates: Python decides
+        self.native = (native_params(policy) if config.native and shortcuts and learning is None
+                       else None)
+        self.times = {"kernel_s": 0.0, "snapshot_s": 0.0, "policy_s": 0.0, "oracle_s": 0.0,
+                      "learning_s": 0.0}
 
     def run(self, job_ids) -> SimResult:
         if self.native is not None and len(self.jobs):
@@ -321,11 +338,19 @@ class _Run:
             return None
         t_snap = time.perf_counter()
         state = k.snapshot(self.cluster, self.jobs, self.queued_view, self.oracle)
+        t_world = time.perf_counter()
+        if self.world is not None:
+            state = self.world.observe(state, self.clairvoyant)
         t_call = time.perf_counter()
         plan = self.policy.schedule(state)
+        if self.defragment:
+            plan = defragment_plan(state, plan)
         t_done = time.perf_counter()
+        if self.world is not None:
+            plan = self.world.settle(state, plan)
         self.latencies.append(t_done - t_call)
-        self.times["snapshot_s"] += t_call - t_snap
+        self.times["snapshot_s"] += t_world - t_snap
+        self.times["learning_s"] += t_call - t_world + time.perf_counter() - t_done
         self.times["policy_s"] += t_done - t_call
         self.times["oracle_s"] += _apply_plan(k, state, plan, self.oracle, self.cluster,
                                               self.used_types, self.scale_applied, self.policy.name)

@@ -60,6 +60,11 @@ class SchedState:
     node_free: np.ndarray | None = None  # int32 free GPUs per node now
     #: the run's throughput oracle (sim.throughput.ThroughputOracle), None if not given
     oracle: object | None = None
+    #: what the policy may observe of the jobs' learning
+    #: (sim.learning.observation.LearningObservation), None in runs without learning.  In such
+    #: runs ``remaining`` and ``jobs.work`` are NaN for time-to-accuracy jobs (the simulator's
+    #: truth, which no real scheduler knows), unless the policy is ``clairvoyant``.
+    learning: object | None = None
 
     @property
     def demand(self) -> np.ndarray:
@@ -97,6 +102,10 @@ class Plan:
     job's oracle rate: statistical efficiency of a batch size, stragglers, and the
     like.  A job whose scale changes while its placement stays keeps running at the
     new rate without a restart.  None means 1 for every job.
+
+    ``sampling`` (optional, float64 ``[n_active, K]``): per job, the share of its samples
+    drawn from each worker's data partition (rows sum to 1 over the job's GPUs); the
+    learning simulator turns it into progress (sim.learning.world).  None: uniform.
     """
 
     indptr: np.ndarray
@@ -104,3 +113,4 @@ class Plan:
     counts: np.ndarray
     wakeup: float | None = None
     rate_scale: np.ndarray | None = None
+    sampling: np.ndarray | None = None

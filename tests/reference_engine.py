@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from sim.defrag import defragment_plan
 from sim.placement import placement_summary
 from sim.state import ARRIVAL, COMPLETION, ROUND, TIMER, SchedState
 
@@ -147,6 +148,8 @@ def reference_run(cluster, jobs, policy, oracle, round_s):
         state = _state(now, reasons, cluster, jobs, js, cap, used, getattr(policy, "view", "all"),
                        oracle)
         plan = policy.schedule(state)
+        if getattr(policy, "defragment", False):
+            plan = defragment_plan(state, plan)
         _apply(now, state, plan, js, used, cap, oracle, cluster, push)
         if plan.wakeup is not None and plan.wakeup > now:
             push(plan.wakeup, EV_TIMER)

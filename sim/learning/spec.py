@@ -16,6 +16,9 @@ from .surrogate import LearningSurrogate, load_surrogate
 __all__ = ["DynamicsConfig", "LearningSpec", "entropy_curve", "MODES"]
 
 MODES = {"iterations": 0, "tta": 1}
+#: mean relative over-estimate of a user's budget over the work to the target [I]: users ask
+#: for fixed epoch counts with headroom; 0.5 means budgets 1.5x the need on average
+BUDGET_SLACK = 0.5
 _BATCH_RE = re.compile(r"\(batch size (\d+)\)", re.IGNORECASE)
 
 
@@ -117,6 +120,8 @@ class LearningSpec:
     seed: int = 0
     trace: object | None = None
     epoch_samples: np.ndarray | None = None   # float64 [n_jobs]; None: the profile's dataset
+    #: float64 [n_jobs]: the user's budget over the work to the target (>= 1); None: 1
+    budget_factor: np.ndarray | None = None
 
     @property
     def n_jobs(self) -> int:
@@ -130,7 +135,7 @@ class LearningSpec:
     def build(cls, n_jobs: int, model_names: Sequence[str], gpus_max, *, mode: str = "tta",
               quality=(0.90, 0.97), local_batch=None, sigma_d: float = 0.2, seed: int = 0,
               surrogate: LearningSurrogate | None = None, trace=None,
-              epoch_samples=None) -> "LearningSpec":
+              epoch_samples=None, budget_slack: float = BUDGET_SLACK) -> "LearningSpec":
         """Learning facts for ``n_jobs`` jobs.
 
         ``mode``: "tta" or "iterations" (all jobs), or a per-job array of 0/1.
@@ -138,6 +143,9 @@ class LearningSpec:
         ``local_batch``: per-GPU batch per job; default 32 (:meth:`for_workload` reads the
         table).  ``gpus_max``: per job, sizes the per-worker arrays.  ``epoch_samples``:
         samples per epoch (one value or one per job); default the profile's dataset size.
+        ``budget_slack``: the users' budgets (``LearningObservation.budget``) over-estimate
+        the work to the target by a factor ``1 + Exponential(mean budget_slack)`` per job
+        (seeded; its own random stream, so the other draws do not depend on it).
         """
         n = int(n_jobs)
         sur = surrogate if surrogate is not None else load_surrogate()
@@ -180,8 +188,13 @@ class LearningSpec:
             es = np.broadcast_to(np.asarray(epoch_samples, float), (n,)).copy()
             if not np.all(es > 0):
                 raise ConfigError("epoch_samples must be > 0")
+        if not budget_slack >= 0:
+            raise ConfigError("budget_slack must be >= 0")
+        brng = np.random.Generator(np.random.PCG64([int(seed), 0xB0D6]))
+        bf = 1.0 + brng.exponential(1.0, n) * float(budget_slack)
         return cls(model_names=names, surrogate=sur, profile=prof, mode=modes, quality=q,
-                   local_batch=lb, difficulty=diff, seed=int(seed), trace=trace, epoch_samples=es)
+                   local_batch=lb, difficulty=diff, seed=int(seed), trace=trace, epoch_samples=es,
+                   budget_factor=bf)
 
     @classmethod
     def for_workload(cls, workload, oracle, **kwargs) -> "LearningSpec":

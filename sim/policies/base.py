@@ -72,6 +72,13 @@ class Policy:
     #: non-preemptive policies; running jobs keep their GPUs, the engine then does
     #: O(queued) work per decision instead of O(active))
     view: ClassVar[str] = "all"
+    #: the engine re-places this policy's spread jobs onto fewer nodes when room appears,
+    #: paying the restart delay (``sim.defrag.defragment_plan``); off by default
+    defragment: ClassVar[bool] = False
+    #: the policy reads the simulator's truth (``remaining`` and ``jobs.work`` of
+    #: time-to-accuracy jobs), which runs with a learning simulator otherwise mask; only for
+    #: reference baselines that say so (``eghs-unaware-oracle``)
+    clairvoyant: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

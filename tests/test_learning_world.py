@@ -1,0 +1,147 @@
+"""The learning simulator (sim.learning.world): units, masking, the information contract."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine_helpers import LinearOracle, small_cluster, specs
+from sim.engine import EngineConfig, run_jobs
+from sim.learning.spec import LearningSpec
+from sim.learning.world import LearningWorld
+from sim.policies import get_policy
+from sim.state import Plan, SchedState
+
+
+def _world(jobs, **kw):
+    spec = LearningSpec.build(len(jobs), ["m0", "m1"], jobs.gpus_max, quality=0.9,
+                              local_batch=np.full(len(jobs), 32.0), **kw)
+    w = LearningWorld(spec)
+    w.start(jobs)
+    return w
+
+
+def _elastic(n=1, demand=4, gmax=8, work=100.0):
+    j = specs([0.0] * n, [demand] * n, [work] * n)
+    from dataclasses import replace
+    return replace(j, gpus_min=np.ones(n, np.int32), gpus_max=np.full(n, gmax, np.int32))
+
+
+def test_rate_is_efficiency_only_by_hand():
+    # demand 4, b = 32: M0 = 128.  At 8 GPUs B = 256; with phi = 128 (set below),
+    # EFF = (128 + 128) / (128 + 256) = 2/3: the rate scale is 2/3, not (8/4) * 2/3 = 4/3
+    # (the oracle's rate at 8 GPUs already counts the extra GPUs)
+    jobs = _elastic()
+    w = _world(jobs)
+    w.phi0[:] = 128.0
+    w.phi_slope[:] = 0.0
+    assert w.efficiency(np.array([0]), np.array([8]))[0] == pytest.approx(2 / 3)
+    assert w.efficiency(np.array([0]), np.array([4]))[0] == pytest.approx(1.0)
+    assert w.efficiency(np.array([0]), np.array([2]))[0] == pytest.approx(256 / 192)
+
+
+def test_sampling_gain_by_hand():
+    jobs = _elastic(gmax=2)
+    w = _world(jobs)
+    w.spec.difficulty[0, :2] = [1.0, 2.0]           # mean 1.5
+    g = w.sampling_gain(np.array([0]), np.array([2]), np.array([[0.25, 0.75]]))
+    assert g[0] == pytest.approx((0.25 + 1.5) / 1.5)   # 1.1667 < gain_cap 1.3
+    g = w.sampling_gain(np.array([0]), np.array([2]), np.array([[0.75, 0.25]]))
+    assert g[0] == 1.0                                 # never below 1: cannot slow a job
+
+
+def _state(jobs, remaining, ngpu=(0,)):
+    k = len(remaining)
+    return SchedState(now=10.0, reasons=0, cluster=small_cluster(), jobs=jobs, active=np.arange(k),
+                      ngpu=np.asarray(ngpu, np.int32), remaining=np.asarray(remaining, float),
+                      attained_gpu_s=np.zeros(k), run_s=np.zeros(k), queued_since=np.zeros(k),
+                      pl_indptr=np.zeros(k + 1, np.int64), pl_nodes=np.zeros(0, np.int32),
+                      pl_counts=np.zeros(0, np.int32), oracle=LinearOracle())
+
+
+def test_truth_is_masked_for_tta_jobs_only():
+    jobs = _elastic(n=2)
+    spec = LearningSpec.build(2, ["m0"], jobs.gpus_max, mode=np.array([1, 0]), quality=0.9)
+    w = LearningWorld(spec)
+    w.start(jobs)
+    st = w.observe(_state(jobs, [60.0, 70.0], ngpu=(0, 0)))
+    assert np.isnan(st.remaining[0]) and st.remaining[1] == 70.0
+    assert np.isnan(st.jobs.work[0]) and st.jobs.work[1] == 100.0
+    assert st.learning.budget[1] == 100.0 and st.learning.budget[0] >= 100.0
+    clear = w.observe(_state(jobs, [60.0, 70.0], ngpu=(0, 0)), clairvoyant=True)
+    assert clear.remaining[0] == 60.0
+
+
+def test_budget_over_estimates_with_the_documented_distribution():
+    spec = LearningSpec.build(20000, ["m0"], np.ones(20000), seed=3)
+    assert spec.budget_factor.min() >= 1.0
+    assert spec.budget_factor.mean() == pytest.approx(1.5, abs=0.02)
+
+
+class _Spy:
+    """Records whether a policy read the truth of a time-to-accuracy job."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name, self.triggers, self.round_s = inner.name, inner.triggers, inner.round_s
+        self.defragment = getattr(inner, "defragment", False)
+        self.read = False
+
+    def schedule(self, state):
+        return self.inner.schedule(_Guard(state, self))
+
+
+class _Guard:
+    """A SchedState look-alike whose ``remaining`` and ``jobs.work`` flag a read."""
+
+    def __init__(self, state, spy):
+        self._s, self._spy = state, spy
+
+    def __getattr__(self, item):
+        if item == "remaining":
+            self._spy.read = True
+        if item == "jobs":
+            return _JobsGuard(self._s.jobs, self._spy)
+        return getattr(self._s, item)
+
+
+class _JobsGuard:
+    def __init__(self, jobs, spy):
+        self._j, self._spy = jobs, spy
+
+    def __getattr__(self, item):
+        if item in ("work", "est_duration"):
+            self._spy.read = True
+        return getattr(self._j, item)
+
+    def __len__(self):
+        return len(self._j)
+
+
+@pytest.mark.parametrize("name", ["eghs", "eghs-unaware"])
+def test_policies_never_read_the_truth_of_tta_jobs(name):
+    jobs = _elastic(n=3, demand=2, gmax=4)
+    spec = LearningSpec.build(3, ["m0", "m1"], jobs.gpus_max, quality=0.9)
+    spy = _Spy(get_policy(name))
+    res = run_jobs(small_cluster(), jobs, spy, LinearOracle(), EngineConfig(round_s=30.0),
+                   learning=LearningWorld(spec))
+    assert np.all(np.isfinite(res.finish))
+    assert not spy.read, f"{name} read remaining/work of a time-to-accuracy job"
+
+
+def test_the_spy_catches_a_clairvoyant_policy():
+    jobs = _elastic(n=2, demand=2, gmax=4)
+    spec = LearningSpec.build(2, ["m0", "m1"], jobs.gpus_max, quality=0.9)
+    spy = _Spy(get_policy("eghs-unaware-oracle"))
+    run_jobs(small_cluster(), jobs, spy, LinearOracle(), EngineConfig(round_s=30.0),
+             learning=LearningWorld(spec))
+    assert spy.read
+
+
+def test_plan_rate_scale_is_the_truth_times_the_policys():
+    jobs = _elastic()
+    w = _world(jobs)
+    st = w.observe(_state(jobs, [100.0]))
+    plan = Plan(np.array([0, 1]), np.array([0], np.int32), np.array([4], np.int32),
+                rate_scale=np.array([0.5]))
+    out = w.settle(st, plan)
+    assert out.rate_scale[0] == pytest.approx(0.5)      # at demand EFF = 1, G = 1
