@@ -68,3 +68,21 @@ def test_module_docstring_example_runs():
 
     import sim.stats
     assert doctest.testmod(sim.stats).failed == 0
+
+
+def test_the_eghs_experiment_takes_its_intervals_from_sim_stats():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scalability" / "eghs_experiment.py"
+    spec = importlib.util.spec_from_file_location("eghs_experiment_for_stats", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = [{"workload": "main", "nodes": 64, "seed": s, "variant": v, "makespan_s": 10.0,
+             "avg_jct_s": 100.0 * (s + 1) * (0.9 if v == "eghs" else 1.0)}
+            for s in range(4) for v in ("eghs", mod.REFERENCE)]
+    out = mod.ratios(rows)
+    assert [(r["variant"], r["metric"]) for r in out][:2] == [("eghs", "avg_jct_s"), ("eghs", "makespan_s")]
+    eghs = out[0]
+    assert eghs["ratio_mean"] == pytest.approx(0.9) and eghs["n_seeds"] == 4
+    assert (eghs["ci95_lo"], eghs["ci95_hi"]) == pytest.approx((0.9, 0.9))   # one ratio for all seeds
