@@ -11,7 +11,19 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct { double cross; int64_t job; double tol; } crossing;   /* a Tiresias demotion */
+typedef struct { double cross; int64_t job, slot; double tol; } crossing;   /* a Tiresias demotion */
+
+/* A running job with what its key needs, fixed between its placements (in native runs a
+ * running job's totals change only when its placement does), kept contiguous so that a
+ * decision reads the running jobs in one sequential pass. */
+typedef struct {
+    double ka, arrival;                 /* key (kq, kflag, ka, arrival, job) */
+    int64_t job;
+    int32_t kq, demand, ngpu;
+    int8_t kflag;
+    double gs, rem, last, begin, rate;  /* ske_live's inputs */
+    double work, est;
+} run_slot;
 
 typedef struct {            /* rate cache entry */
     int32_t model, ngpu, n_nodes, used;
@@ -39,7 +51,8 @@ struct sk_policy {
     int32_t *bucket_demand;
     int64_t *heap, *heap_off, *heap_len;
     /* running jobs, in the last decision's order (preemptive policies) */
-    int64_t *run, n_run, *sort_tmp;
+    run_slot *slots, *slots_tmp;
+    int64_t n_slots;
     uint64_t *rkey, *rkey2;                 /* radix sort scratch */
     /* the pending plan: preempt[], then place[] with CSR entries, in decision order */
     int64_t *preempt, n_preempt, *place, n_place, *place_ptr, *place_pos;
@@ -102,26 +115,58 @@ static void key_waiting(const sk_engine *e, struct sk_policy *p, int64_t j) {
     }
 }
 
-/* Key of running job j at the current time. */
-static void key_running(const sk_engine *e, struct sk_policy *p, int64_t j) {
-    double gpu_s, run_s, rem;
-    switch (p->spec.kind) {
-    case SK_POL_SRTF:
-        ske_live(e, j, e->now, &gpu_s, &run_s, &rem);
-        p->ka[j] = srtf_key(e, p, j, rem > 0.0 ? rem : 0.0);
-        break;
-    case SK_POL_LAS:
-        ske_live(e, j, e->now, &gpu_s, &run_s, &rem);
-        p->ka[j] = gpu_s;
-        break;
-    case SK_POL_TIRESIAS:
-        p->kq[j] = p->queue[j];
-        p->kflag[j] = p->fresh[j];
-        p->ka[j] = p->entered[j];
-        break;
-    default:
-        break;
+/* ske_live for a slot: GPU-seconds and remaining work at time t. */
+static void slot_live(const run_slot *s, double t, double *gpu_s, double *remaining) {
+    *gpu_s = s->gs + (double)s->ngpu * (t - s->last);
+    *remaining = s->rem;
+    if (t > s->begin) *remaining -= s->rate * (t - s->begin);
+}
+
+/* Key of a running job at time t (SRTF, LAS; Tiresias keys change only at demotions). */
+static void key_slot(const struct sk_policy *p, run_slot *s, double t) {
+    double gpu_s, rem;
+    slot_live(s, t, &gpu_s, &rem);
+    if (p->spec.kind == SK_POL_SRTF)
+        s->ka = (rem > 0.0 ? rem : 0.0) / s->work * s->est * (double)s->demand;   /* srtf_key */
+    else if (p->spec.kind == SK_POL_LAS) {         /* leased jobs first (queue.LAS.order) */
+        s->kq = t < s->begin + p->spec.lease_s ? -1 : 0;
+        s->ka = gpu_s;
     }
+}
+
+static int slot_less(const run_slot *a, const run_slot *b) {
+    if (a->kq != b->kq) return a->kq < b->kq;
+    if (a->kflag != b->kflag) return a->kflag < b->kflag;
+    if (a->ka != b->ka) return a->ka < b->ka;
+    if (a->arrival != b->arrival) return a->arrival < b->arrival;
+    return a->job < b->job;
+}
+
+/* Does running slot s come before waiting job j? */
+static int slot_before(const sk_engine *e, const struct sk_policy *p, const run_slot *s, int64_t j) {
+    if (s->kq != p->kq[j]) return s->kq < p->kq[j];
+    if (s->kflag != p->kflag[j]) return s->kflag < p->kflag[j];
+    if (s->ka != p->ka[j]) return s->ka < p->ka[j];
+    if (s->arrival != e->arrival[j]) return s->arrival < e->arrival[j];
+    return s->job < j;
+}
+
+/* A slot for job j, placed now (after the kernel applied the placement). */
+static void slot_fill(const sk_engine *e, const struct sk_policy *p, run_slot *s, int64_t j) {
+    s->job = j;
+    s->arrival = e->arrival[j];
+    s->demand = e->demand[j];
+    s->ngpu = e->ngpu[j];
+    s->gs = e->gpu_seconds[j];
+    s->rem = e->remaining[j];
+    s->last = e->last_update[j];
+    s->begin = e->last_update[j] > e->resume_at[j] ? e->last_update[j] : e->resume_at[j];
+    s->rate = e->rate[j];
+    s->work = e->work[j];
+    s->est = p->est[j];
+    s->kq = p->spec.kind == SK_POL_TIRESIAS ? p->queue[j] : 0;
+    s->kflag = 0;
+    s->ka = p->spec.kind == SK_POL_TIRESIAS ? p->entered[j] : 0.0;
 }
 
 /* ---------------------------------------------------------------- waiting heaps */
@@ -178,22 +223,21 @@ void skn_on_arrival(sk_engine *e, int64_t j) {
 
 /* ---------------------------------------------------------------- running jobs */
 
-/* Stable bottom-up merge sort of job ids by key_less. */
-static void merge_sort(const sk_engine *e, const struct sk_policy *p, int64_t *ids, int64_t n,
-                       int64_t *tmp) {
-    int64_t *src = ids, *dst = tmp;
+/* Stable bottom-up merge sort of slots by slot_less. */
+static void merge_sort(run_slot *a, int64_t n, run_slot *tmp) {
+    run_slot *src = a, *dst = tmp;
     for (int64_t width = 1; width < n; width *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * width) {
             int64_t mid = lo + width < n ? lo + width : n;
             int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
-            int64_t a = lo, b = mid, o = lo;
-            while (a < mid && b < hi) dst[o++] = key_less(e, p, src[b], src[a]) ? src[b++] : src[a++];
-            while (a < mid) dst[o++] = src[a++];
-            while (b < hi) dst[o++] = src[b++];
+            int64_t x = lo, y = mid, o = lo;
+            while (x < mid && y < hi) dst[o++] = slot_less(&src[y], &src[x]) ? src[y++] : src[x++];
+            while (x < mid) dst[o++] = src[x++];
+            while (y < hi) dst[o++] = src[y++];
         }
-        int64_t *t = src; src = dst; dst = t;
+        run_slot *t = src; src = dst; dst = t;
     }
-    if (src != ids) memcpy(ids, src, (size_t)n * sizeof *ids);
+    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
 /* Sortable bits of a double (ascending as the doubles; -0.0 as 0.0). */
@@ -204,13 +248,14 @@ static uint64_t double_bits(double x) {
     return (b >> 63) ? ~b : b | 0x8000000000000000ULL;
 }
 
-/* LSD radix sort of ids by ka alone (policies whose kq and kflag are constant), then
- * runs of equal ka put in key_less order: the result is key_less order. */
-static void radix_sort(const sk_engine *e, struct sk_policy *p, int64_t *ids, int64_t n) {
+/* LSD radix sort of slots by ka alone (policies whose kq and kflag are constant), then
+ * runs of equal ka put in slot_less order: the result is slot_less order. */
+static void radix_sort(struct sk_policy *p, run_slot *a, int64_t n) {
     enum { BITS = 11, SIZE = 1 << BITS };
     uint64_t *key = p->rkey, *key2 = p->rkey2;
-    int64_t *ids2 = p->sort_tmp, count[SIZE];
-    for (int64_t i = 0; i < n; i++) key[i] = double_bits(p->ka[ids[i]]);
+    run_slot *a2 = p->slots_tmp;
+    int64_t count[SIZE];
+    for (int64_t i = 0; i < n; i++) key[i] = double_bits(a[i].ka);
     for (int shift = 0; shift < 64; shift += BITS) {
         memset(count, 0, sizeof count);
         for (int64_t i = 0; i < n; i++) count[(key[i] >> shift) & (SIZE - 1)]++;
@@ -218,45 +263,47 @@ static void radix_sort(const sk_engine *e, struct sk_policy *p, int64_t *ids, in
         for (int64_t d = 0, sum = 0; d < SIZE; d++) { int64_t c = count[d]; count[d] = sum; sum += c; }
         for (int64_t i = 0; i < n; i++) {
             int64_t o = count[(key[i] >> shift) & (SIZE - 1)]++;
-            ids2[o] = ids[i];
+            a2[o] = a[i];
             key2[o] = key[i];
         }
-        memcpy(ids, ids2, (size_t)n * sizeof *ids);
+        memcpy(a, a2, (size_t)n * sizeof *a);
         memcpy(key, key2, (size_t)n * sizeof *key);
     }
-    for (int64_t i = 1; i < n; i++) {                 /* ties on ka: arrival, then id */
-        int64_t j = ids[i], k = i;
-        while (k > 0 && key[k - 1] == key[i] && key_less(e, p, j, ids[k - 1])) { ids[k] = ids[k - 1]; k--; }
-        ids[k] = j;
+    for (int64_t i = 1; i < n; i++) {                 /* ties on ka: arrival, then job */
+        run_slot s = a[i];
+        int64_t k = i;
+        while (k > 0 && key[k - 1] == key[i] && slot_less(&s, &a[k - 1])) { a[k] = a[k - 1]; k--; }
+        a[k] = s;
     }
 }
 
-/* Sort ids by key_less: insertion sort from their last order (nearly sorted between
+/* Sort slots by slot_less: insertion sort from their last order (nearly sorted between
  * decisions); when that would move too much, radix sort (SRTF, LAS) or merge sort. */
-static void sort_ids(const sk_engine *e, struct sk_policy *p, int64_t *r, int64_t n) {
+static void sort_slots(struct sk_policy *p, run_slot *a, int64_t n) {
     int64_t budget = 4 * n + 64;
     for (int64_t i = 1; i < n; i++) {
-        int64_t j = r[i], k = i;
-        while (k > 0 && key_less(e, p, j, r[k - 1])) {
-            r[k] = r[k - 1];
+        run_slot s = a[i];
+        int64_t k = i;
+        while (k > 0 && slot_less(&s, &a[k - 1])) {
+            a[k] = a[k - 1];
             k--;
             if (--budget < 0) {
-                r[k] = j;
-                if (p->spec.kind == SK_POL_TIRESIAS) merge_sort(e, p, r, n, p->sort_tmp);
-                else radix_sort(e, p, r, n);
+                a[k] = s;
+                if (p->spec.kind == SK_POL_TIRESIAS) merge_sort(a, n, p->slots_tmp);
+                else radix_sort(p, a, n);
                 return;
             }
         }
-        r[k] = j;
+        a[k] = s;
     }
 }
 
-/* Keep the jobs that still run (completions and preemptions leave the list here). */
+/* Keep the slots of jobs that still run (completions and preemptions leave here). */
 static void compact_running(const sk_engine *e, struct sk_policy *p) {
     int64_t m = 0;
-    for (int64_t i = 0; i < p->n_run; i++)
-        if (e->state[p->run[i]] == SK_JOB_RUNNING) p->run[m++] = p->run[i];
-    p->n_run = m;
+    for (int64_t i = 0; i < p->n_slots; i++)
+        if (e->state[p->slots[i].job] == SK_JOB_RUNNING) p->slots[m++] = p->slots[i];
+    p->n_slots = m;
 }
 
 /* ---------------------------------------------------------------- Tiresias */
@@ -275,30 +322,28 @@ static void tiresias_update(sk_engine *e, struct sk_policy *p) {
     crossing *dem = p->dem;
     int64_t nd = 0;
     double rel = p->spec.rel_tol;
-    for (int64_t i = 0; i < p->n_run; i++) {
-        int64_t j = p->run[i];
-        double service, run_s, rem;
-        p->fresh[j] = 0;
-        ske_live(e, j, e->now, &service, &run_s, &rem);
+    for (int64_t i = 0; i < p->n_slots; i++) {
+        run_slot *s = &p->slots[i];
+        double service, rem;
+        s->kflag = 0;
+        slot_live(s, e->now, &service, &rem);
         int32_t level = 0;
         while (level < p->spec.n_thresholds && p->thr_lo[level] <= service) level++;
-        if (level <= p->queue[j]) continue;
+        if (level <= s->kq) continue;
         double limit = p->thr[level - 1];
         double over = service - limit > 0.0 ? service - limit : 0.0;
-        double g = e->ngpu[j] > 1 ? (double)e->ngpu[j] : 1.0;
-        int at_now = over <= rel * limit || e->ngpu[j] <= 0;
-        dem[nd].cross = at_now ? e->now : e->now - over / g;
-        dem[nd].job = j;
-        dem[nd].tol = rel * limit / g;
+        double g = s->ngpu > 1 ? (double)s->ngpu : 1.0;
+        int at_now = over <= rel * limit || s->ngpu <= 0;
+        dem[nd] = (crossing){at_now ? e->now : e->now - over / g, s->job, i, rel * limit / g};
         nd++;
-        p->queue[j] = level;
-        p->fresh[j] = (int8_t)at_now;
+        s->kq = p->queue[s->job] = level;
+        s->kflag = p->fresh[s->job] = (int8_t)at_now;
     }
     if (nd > 1) qsort(dem, (size_t)nd, sizeof *dem, crossing_less);
     double lead = -INFINITY;                  /* tiresias._as_one_wakeup */
     for (int64_t k = 0; k < nd; k++) {
         if (dem[k].cross > lead + dem[k].tol) lead = dem[k].cross;
-        p->entered[dem[k].job] = lead;
+        p->entered[dem[k].job] = p->slots[dem[k].slot].ka = lead;
     }
 }
 
@@ -307,13 +352,13 @@ static double tiresias_wakeup(const sk_engine *e, const struct sk_policy *p) {
     if (e->n_queued == 0) return NAN;
     double best = INFINITY;
     int any = 0;
-    for (int64_t i = 0; i < p->n_run; i++) {
-        int64_t j = p->run[i];
-        if (e->state[j] != SK_JOB_RUNNING || p->queue[j] >= p->spec.n_thresholds) continue;
-        double gpu_s, run_s, rem;
-        ske_live(e, j, e->now, &gpu_s, &run_s, &rem);
-        double left = p->thr[p->queue[j]] - gpu_s;
-        double t = e->now + (left > 0.0 ? left : 0.0) / (double)e->ngpu[j];
+    for (int64_t i = 0; i < p->n_slots; i++) {
+        const run_slot *s = &p->slots[i];
+        if (s->kq >= p->spec.n_thresholds || e->state[s->job] != SK_JOB_RUNNING) continue;
+        double gpu_s, rem;
+        slot_live(s, e->now, &gpu_s, &rem);
+        double left = p->thr[s->kq] - gpu_s;
+        double t = e->now + (left > 0.0 ? left : 0.0) / (double)s->ngpu;
         if (t < best) best = t;
         any = 1;
     }
@@ -461,7 +506,7 @@ static int place_selected(sk_engine *e, struct sk_policy *p) {
  * and the heads of the waiting heaps: a job is selected when its request fits in what is
  * left.  The best eligible heap is recomputed only when its head leaves or it no longer
  * fits (a smaller budget only removes heaps). */
-static void select_jobs(sk_engine *e, struct sk_policy *p, const int64_t *run, int64_t n_run,
+static void select_jobs(sk_engine *e, struct sk_policy *p, const run_slot *run, int64_t n_run,
                         int64_t budget) {
     int blocking = p->spec.blocking;
     int64_t ri = 0;
@@ -470,8 +515,8 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, const int64_t *run, i
         if (budget <= 0 && !blocking) break;
         if (b >= 0 && !blocking && p->bucket_demand[b] > budget) b = best_bucket(e, p, budget, 0);
         if (ri == n_run && b < 0) break;
-        int take_run = ri < n_run && (b < 0 || key_less(e, p, run[ri], p->heap[p->heap_off[b]]));
-        int64_t j = take_run ? run[ri] : p->heap[p->heap_off[b]];
+        int take_run = ri < n_run && (b < 0 || slot_before(e, p, &run[ri], p->heap[p->heap_off[b]]));
+        int64_t j = take_run ? run[ri].job : p->heap[p->heap_off[b]];
         if (e->demand[j] > budget) {
             if (blocking) break;
             p->preempt[p->n_preempt++] = j;      /* a running job that no longer fits */
@@ -486,7 +531,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, const int64_t *run, i
             b = best_bucket(e, p, budget, blocking);
         }
     }
-    for (; ri < n_run; ri++) p->preempt[p->n_preempt++] = run[ri];
+    for (; ri < n_run; ri++) p->preempt[p->n_preempt++] = run[ri].job;
 }
 
 /* Running jobs that come before every waiting job are selected whatever their order
@@ -496,17 +541,17 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, const int64_t *run, i
 static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *budget) {
     int32_t b = best_bucket(e, p, 0, 1);
     int64_t head = b < 0 ? -1 : p->heap[p->heap_off[b]], n_ahead = 0, n_cont = 0, used = 0;
-    int64_t *cont = p->sort_tmp;
-    for (int64_t i = 0; i < p->n_run; i++) {
-        int64_t j = p->run[i];
-        if (head < 0 || key_less(e, p, j, head)) {
-            p->run[n_ahead++] = j;
-            used += e->demand[j];
+    run_slot *cont = p->slots_tmp;
+    for (int64_t i = 0; i < p->n_slots; i++) {
+        const run_slot *s = &p->slots[i];
+        if (head < 0 || slot_before(e, p, s, head)) {
+            used += s->demand;
+            p->slots[n_ahead++] = *s;
         } else {
-            cont[n_cont++] = j;
+            cont[n_cont++] = *s;
         }
     }
-    memcpy(p->run + n_ahead, cont, (size_t)n_cont * sizeof *cont);
+    memcpy(p->slots + n_ahead, cont, (size_t)n_cont * sizeof *cont);
     *budget = e->total_gpus - used;
     return n_cont;
 }
@@ -518,11 +563,11 @@ static int decide(sk_engine *e, struct sk_policy *p) {
     if (p->spec.preemptive) {
         compact_running(e, p);
         if (p->spec.kind == SK_POL_TIRESIAS) tiresias_update(e, p);
-        for (int64_t i = 0; i < p->n_run; i++) key_running(e, p, p->run[i]);
+        else for (int64_t i = 0; i < p->n_slots; i++) key_slot(p, &p->slots[i], e->now);
         n_cont = split_running(e, p, &budget);
-        sort_ids(e, p, p->run + p->n_run - n_cont, n_cont);
+        sort_slots(p, p->slots + p->n_slots - n_cont, n_cont);
     }
-    select_jobs(e, p, p->run + p->n_run - n_cont, n_cont, budget);
+    select_jobs(e, p, p->slots + p->n_slots - n_cont, n_cont, budget);
     return place_selected(e, p);
 }
 
@@ -662,7 +707,7 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
         heap_add(e, p, p->preempt[k]);
     }
     if (p->spec.preemptive)
-        for (int64_t k = 0; k < p->n_place; k++) p->run[p->n_run++] = p->place[k];
+        for (int64_t k = 0; k < p->n_place; k++) slot_fill(e, p, &p->slots[p->n_slots++], p->place[k]);
     p->ctr.placements += p->n_place;
     p->ctr.preemptions += p->n_preempt;
     p->pending = 0;
@@ -787,7 +832,7 @@ void skn_free(struct sk_policy *p) {
     free(p->thr); free(p->thr_lo); free(p->model); free(p->bucket); free(p->node_type);
     free(p->est); free(p->node_speed); free(p->kq); free(p->kflag); free(p->ka);
     free(p->queue); free(p->entered); free(p->fresh); free(p->bucket_demand); free(p->heap);
-    free(p->heap_off); free(p->heap_len); free(p->run); free(p->sort_tmp); free(p->preempt);
+    free(p->heap_off); free(p->heap_len); free(p->slots); free(p->slots_tmp); free(p->preempt);
     free(p->place); free(p->place_ptr); free(p->place_nodes); free(p->place_counts); free(p->free);
     free(p->taken); free(p->node_keys); free(p->ap_ids); free(p->ap_ptr); free(p->ap_ord);
     free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->sum_nn); free(p->sum_mask);
@@ -797,6 +842,8 @@ void skn_free(struct sk_policy *p) {
 }
 
 static int check_spec(sk_engine *e, const sk_policy_spec *s, const sk_native_inputs *in) {
+    if (s->kind == SK_POL_LAS && !(s->lease_s > 0.0 && isfinite(s->lease_s)))
+        return ske_fail(e, SK_EINVAL, "native policy: LAS lease %g must be finite and > 0", s->lease_s);
     if (s->kind < SK_POL_FIFO || s->kind > SK_POL_TIRESIAS)
         return ske_fail(e, SK_EINVAL, "native policy: unknown kind %d", s->kind);
     if ((s->kind <= SK_POL_SJF) == (s->preemptive != 0))
@@ -827,8 +874,8 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->node_type, nn) && NEW(p->est, nj) && NEW(p->node_speed, nn) && NEW(p->kq, nj) &&
              NEW(p->kflag, nj) && NEW(p->ka, nj) && NEW(p->queue, nj) && NEW(p->entered, nj) &&
              NEW(p->fresh, nj) && NEW(p->bucket_demand, nb) && NEW(p->heap, nj) &&
-             NEW(p->heap_off, nb) && NEW(p->heap_len, nb) && NEW(p->run, nj) &&
-             NEW(p->sort_tmp, nj) && NEW(p->preempt, nj) && NEW(p->place, nj) &&
+             NEW(p->heap_off, nb) && NEW(p->heap_len, nb) && NEW(p->slots, nj) &&
+             NEW(p->slots_tmp, nj) && NEW(p->preempt, nj) && NEW(p->place, nj) &&
              NEW(p->place_ptr, nj + 1) && NEW(p->place_nodes, g) && NEW(p->place_counts, g) &&
              NEW(p->free, nn) && NEW(p->taken, nn) && NEW(p->node_keys, nn) && NEW(p->ap_ids, nj) &&
              NEW(p->ap_ptr, nj + 1) && NEW(p->ap_ord, nj) && NEW(p->ap_nodes, g) &&

@@ -50,6 +50,7 @@ typedef struct {
     int32_t n_thresholds;           /* Tiresias queue limits (GPU-s), increasing */
     const double *thresholds;
     double rel_tol;                 /* Tiresias: relative slack of the demotion test */
+    double lease_s;                 /* LAS: a job keeps its GPUs this long after its restart delay */
 } sk_policy_spec;
 
 /* Per-job and per-node inputs, arrays owned by the caller for the call only. */

@@ -1,23 +1,25 @@
 """Our gavel-* policies on a Gavel trace, in Gavel's simulator setting (docs/gavel.md).
 
-    python scalability/gavel_fidelity.py TRACE THROUGHPUTS_JSON [--policies a,b] [--cluster 36:36:36]
+    python scalability/gavel_fidelity.py TRACE [THROUGHPUTS_JSON] [--policies a,b] [--cluster 36:36:36]
 
 Gavel's simulator setting: ``--cluster V:P:K`` servers of one GPU each (its default
 ``--num_gpus_per_server 1:1:1``), its measured table with the consolidated rate for every
 placement (its simulator never reads the ``*_unconsolidated`` entries), no restart delay (it
-has none).  Prints avg JCT and makespan (hours) and CPU seconds per policy.
+has none).  THROUGHPUTS_JSON defaults to the built-in table, which is Gavel's.  Prints avg JCT
+and makespan (hours) and CPU seconds per policy.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import time
+from importlib import resources
 
 from sim.cluster import cluster_from_groups
 from sim.engine import EngineConfig, simulate
 from sim.metrics import summary
 from sim.policies import get_policy
-from sim.throughput import TableThroughput
+from sim.throughput import BUILTIN_TABLES, TableThroughput
 from sim.traces.gavel import read_gavel
 
 GAVEL_NAMES = {  # ours -> Gavel's policy name in its utils.get_policy
@@ -30,10 +32,14 @@ GAVEL_NAMES = {  # ours -> Gavel's policy name in its utils.get_policy
 }
 
 
-def gavel_oracle(path: str) -> TableThroughput:
-    """Gavel's table as its simulator uses it: consolidated rates only."""
+def gavel_oracle(path: str | None = None) -> TableThroughput:
+    """Gavel's table as its simulator uses it: consolidated rates only (a Gavel JSON, or our
+    wrapped format; default the built-in table)."""
+    path = path or str(resources.files("sim").joinpath("data", BUILTIN_TABLES["gavel"]))
     with open(path) as f:
-        doc = {t: v for t, v in json.load(f).items() if not t.endswith("_unconsolidated")}
+        doc = json.load(f)
+    doc = doc.get("throughputs", doc)
+    doc = {t: v for t, v in doc.items() if not t.endswith("_unconsolidated")}
     return TableThroughput._from_doc(doc, path, spread_penalty=1.0)
 
 
@@ -47,7 +53,7 @@ def gavel_cluster(spec: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
-    ap.add_argument("throughputs")
+    ap.add_argument("throughputs", nargs="?", default=None)
     ap.add_argument("--policies", default=",".join(GAVEL_NAMES))
     ap.add_argument("--cluster", default="36:36:36")
     args = ap.parse_args()

@@ -270,8 +270,11 @@ class _Run:
         self.engine_placed = 0
         self.skipped = 0
         self.queued_view = _policy_view(policy) == "queued"
-        # the learning world observes every decision and sets true rates: Python decides
-        self.native = (native_params(policy) if config.native and shortcuts and learning is None
+        self.rate_model = getattr(policy, "rate_model", None)
+        # Python decides when the learning world observes every decision and sets true rates,
+        # or when the policy has its own rate model (the kernel knows only the oracle)
+        self.native = (native_params(policy)
+                       if config.native and shortcuts and learning is None and self.rate_model is None
                        else None)
         self.times = {"kernel_s": 0.0, "snapshot_s": 0.0, "policy_s": 0.0, "oracle_s": 0.0,
                       "learning_s": 0.0}
@@ -353,7 +356,8 @@ class _Run:
         self.times["learning_s"] += t_call - t_world + time.perf_counter() - t_done
         self.times["policy_s"] += t_done - t_call
         self.times["oracle_s"] += _apply_plan(k, state, plan, self.oracle, self.cluster,
-                                              self.used_types, self.scale_applied, self.policy.name)
+                                              self.used_types, self.scale_applied, self.policy.name,
+                                              self.rate_model)
         return plan.wakeup
 
     def _place_lone_arrival(self) -> bool:
@@ -367,7 +371,7 @@ class _Run:
                                   want, self.lone_mode)
         plan = Plan(np.array([0, nodes.shape[0]], np.int64), nodes, counts)
         self.times["oracle_s"] += _apply_plan(k, state, plan, self.oracle, c, self.used_types,
-                                              self.scale_applied, self.policy.name)
+                                              self.scale_applied, self.policy.name, self.rate_model)
         self.engine_placed += 1
         return True
 
@@ -423,8 +427,10 @@ class _Run:
 
 
 def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster: Cluster,
-                used_types: np.ndarray, scale_applied: np.ndarray, policy_name: str) -> float:
-    """Apply a plan's changes; returns the seconds spent in the throughput oracle."""
+                used_types: np.ndarray, scale_applied: np.ndarray, policy_name: str,
+                rate_model=None) -> float:
+    """Apply a plan's changes; returns the seconds spent in the throughput oracle (or in the
+    policy's rate model, sim.state.RateModel, when it has one)."""
     oracle_s = 0.0
     k = len(state.active)
     if plan.indptr.shape != (k + 1,):
@@ -439,8 +445,8 @@ def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster:
     if idx.size:
         ids = state.active[idx]
         t0 = time.perf_counter()
-        rates = oracle.rates(state.jobs.model[ids], ngpu, n_nodes, mask, min_speed,
-                             cluster.gpu_types)
+        rates = _rates(rate_model, oracle, state.jobs, ids, sub_indptr, sub_nodes, sub_counts,
+                       ngpu, n_nodes, mask, min_speed, cluster)
         oracle_s = time.perf_counter() - t0
         on = ngpu > 0
         rates = np.where(on, rates, 0.0)           # an empty placement: a preemption
@@ -454,6 +460,23 @@ def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster:
     if plan.wakeup is not None and plan.wakeup > state.now:
         kernel.set_timer(plan.wakeup)
     return oracle_s
+
+
+def _rates(rate_model, oracle, jobs: JobSpecs, ids, indptr, nodes, counts, ngpu, n_nodes, mask,
+           min_speed, cluster: Cluster) -> np.ndarray:
+    """Rates of the changed jobs: the oracle's slowest-worker rule, or the policy's rate model
+    (sim.state.RateModel) on the jobs that hold GPUs."""
+    if rate_model is None:
+        return oracle.rates(jobs.model[ids], ngpu, n_nodes, mask, min_speed, cluster.gpu_types)
+    rates = np.zeros(ids.shape[0])
+    on = np.flatnonzero(ngpu > 0)
+    if on.size:
+        lens = np.diff(indptr)[on]
+        sub = np.zeros(on.size + 1, np.int64)
+        np.cumsum(lens, out=sub[1:])
+        keep = np.repeat(indptr[on], lens) + (np.arange(int(sub[-1])) - np.repeat(sub[:-1], lens))
+        rates[on] = rate_model.rates(jobs, ids[on], sub, nodes[keep], counts[keep], cluster, oracle)
+    return rates
 
 
 def _policy_view(policy) -> str:

@@ -74,6 +74,7 @@ class NativeRun:
         spec.n_thresholds = thr.size
         spec.thresholds = as_cdata("double *", thr)
         spec.rel_tol = float(params.get("rel_tol", 0.0))
+        spec.lease_s = float(params.get("lease_s", 0.0))
         inp = ffi.new("sk_native_inputs *")
         inp.model, inp.est_duration, inp.bucket = (as_cdata("int32_t *", self._keep[0]),
                                                    as_cdata("double *", self._keep[1]),

@@ -13,6 +13,8 @@ gavel-108   Gavel's simulated cluster 36:36:36 (V100:P100:K80) [Narayanan et al.
             (``--num_gpus_per_server 1:1:1``); we use **4 GPUs per server** (our choice: the
             4-GPU cloud instances of that era, e.g. AWS p3.8xlarge; it lets 2- and 4-GPU jobs be
             consolidated).  9 servers of each type, 27 in all.
+pollux-64   Pollux's testbed and its simulator's default [Qiao et al., OSDI'21; petuum/adaptdl
+            ``simulator/simulator.py`` --min-nodes 16 --num-gpus 4]: 16 x 4 T4.
 sia-64      Sia's 64-GPU physical cluster [Jayaram Subramanya et al., SOSP'23]: 6 x 4 T4,
             3 x 8 RTX 2080 Ti, 2 x 8 A100.  A100 servers get NVLink bandwidth (DGX A100,
             600 GB/s); other bandwidths are the defaults (our choice).
@@ -70,6 +72,11 @@ def _gavel_108() -> Cluster:
         for t in ("v100", "p100", "k80")], source="preset gavel-108")
 
 
+def _pollux_64() -> Cluster:
+    return cluster_from_groups("pollux-64", [{"count": 16, "gpus": 4, "type": "t4", "name_prefix": "t4-"}],
+                               source="preset pollux-64")
+
+
 def _sia_64() -> Cluster:
     return cluster_from_groups("sia-64", [
         {"count": 6, "gpus": 4, "type": "t4", "name_prefix": "t4-"},
@@ -115,6 +122,8 @@ def _philly() -> Cluster:
 #: name -> (one-line description, builder)
 PRESETS: dict[str, tuple[str, Callable[[], Cluster]]] = {
     "gavel-108": ("Gavel's simulated cluster: 36 V100, 36 P100, 36 K80 (4 GPUs per server)", _gavel_108),
+    "pollux-64": ("Pollux's testbed: 16 x 4 T4 (its simulator's default; the policies' rounds are 60 s)",
+                  _pollux_64),
     "sia-64": ("Sia's physical cluster: 6x4 T4, 3x8 RTX 2080 Ti, 2x8 A100", _sia_64),
     "hops-512": ("Hops' simulated cluster: 16x8 GTX1080Ti, 16x8 TitanXp, 32x8 RTX3090 (3 server models)",
                  _hops_512),

@@ -14,6 +14,7 @@ from .cluster import Cluster
 from .engine import EngineConfig, SimResult, simulate
 from .errors import ConfigError
 from .fsio import atomic_write_text, ensure_out_dir
+from .goodput.workload import is_pollux_workload, read_goodput_workload
 from .jobs import JobTable
 from .policies import get_policy
 from .presets import load_cluster
@@ -48,6 +49,9 @@ class Scenario:
         """The cluster, the workload and the oracle.  A trace file runs its recorded run times
         (:func:`sim.traces.read_workload`) unless ``throughputs`` names an oracle."""
         cluster = load_cluster(self.cluster)
+        if self.workload != "generate" and is_pollux_workload(self.workload):
+            table, goodput_oracle = read_goodput_workload(self.workload)
+            return cluster, table, goodput_oracle if not self.throughputs else _oracle(self.throughputs, cluster)
         if self.workload != "generate":
             from .traces import read_workload
             oracle = _oracle(self.throughputs, cluster) if self.throughputs else None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -114,3 +115,20 @@ class Plan:
     wakeup: float | None = None
     rate_scale: np.ndarray | None = None
     sampling: np.ndarray | None = None
+
+
+@runtime_checkable
+class RateModel(Protocol):
+    """A placement-level rate model that a policy opts into (``policy.rate_model``).
+
+    The engine's Python path then asks it, instead of the oracle's slowest-worker rule, for
+    the rate of every job whose placement changed (e.g. sim.smjp.ProportionalRates:
+    proportional workload assignment plus ring all-reduce).  ``Plan.rate_scale`` still
+    multiplies the result.  A policy with a rate model never takes the native path.
+    """
+
+    def rates(self, jobs: JobSpecs, ids: np.ndarray, indptr: np.ndarray, nodes: np.ndarray,
+              counts: np.ndarray, cluster: Cluster, oracle) -> np.ndarray:
+        """float64 iterations/s of jobs ``ids`` on their placements (CSR ``indptr``,
+        ``nodes``, ``counts`` aligned with ``ids``, none empty); 0 where a job cannot run."""
+        ...

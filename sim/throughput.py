@@ -24,6 +24,16 @@ throughput table (``simulation_throughputs.json``) and applies these rules:
 A rate of 0 means the job cannot run there (Gavel measured 0, e.g. ResNet-50 with batch 128 on
 2+ K80s: out of memory); policies must not place a job where its rate is 0.
 
+Built-in tables (:data:`BUILTIN_TABLES`): ``"gavel"`` (the default) is Gavel's whole
+``simulation_throughputs.json`` (26 job types, 492 entries, co-location pairs included;
+sim/data/gavel_throughputs.json, MIT licence text in its header); ``"excerpt"`` is the 8-model
+excerpt earlier versions shipped as the built-in table (sim/data/builtin_throughputs.json), kept
+so results made with it can be reproduced.
+
+**Co-location pairs** (Gavel's space sharing): where the table measured two jobs sharing the same
+GPUs, :meth:`TableThroughput.pair_rates` gives both jobs' rates (consolidated types only, at the
+measured scale factor; NaN where not measured).  No policy shares GPUs yet.
+
 Restart delays per model (``restart_delay_s``) follow Sia's measured values (algorithms.md §1.3).
 """
 from __future__ import annotations
@@ -57,6 +67,7 @@ __all__ = [
     "GAVEL_MODEL_FAMILY",
     "restart_delay_s",
     "model_family",
+    "BUILTIN_TABLES",
 ]
 
 #: Multiplier on the consolidated rate of a placement spread over > 1 node when the table has no
@@ -104,6 +115,10 @@ RESTART_DELAY_S: dict[str, float] = {
 }
 #: Sia's default for other models.
 DEFAULT_RESTART_DELAY_S = 30.0
+
+#: Built-in throughput tables: name -> file under sim/data/ (see the module docstring).
+BUILTIN_TABLES: dict[str, str] = {"gavel": "gavel_throughputs.json",
+                                  "excerpt": "builtin_throughputs.json"}
 
 #: Our mapping [I] of Gavel's model families onto Sia's measured ones: Gavel's ResNet-50 trains on
 #: ImageNet and its ResNet-18 on CIFAR-10 (gavel scheduler/job_table.py commands).
@@ -201,9 +216,37 @@ def _parse_gavel(doc: Mapping, source: str) -> dict[str, dict[str, dict[int, flo
     return out
 
 
-@lru_cache(maxsize=1)
-def _builtin_doc() -> dict:
-    with resources.files("sim").joinpath("data/builtin_throughputs.json").open("r") as f:
+def _parse_pairs(doc: Mapping, source: str) -> dict[tuple[str, str, int, str], tuple[float, float]]:
+    """Gavel JSON -> {(gpu_type, model, k, other model): (rate of model, rate of other)} for
+    the consolidated types (a pair key ``"('<other>', k2)"`` inside the entry of ``(model, k)``)."""
+    out = {}
+    for raw_type, entries in doc.items():
+        if raw_type.endswith("_unconsolidated") or not isinstance(entries, Mapping):
+            continue
+        t = canonical_gpu_type(raw_type)
+        for key, val in entries.items():
+            if not isinstance(val, Mapping):
+                continue
+            model, k = _parse_key(key, f"throughput file {source}: GPU type {raw_type!r}")
+            for other, rr in val.items():
+                if other == "null":
+                    continue
+                o_model, _ = _parse_key(other, f"throughput file {source}: pair in {key!r}")
+                if (not isinstance(rr, (list, tuple)) or len(rr) != 2
+                        or not all(isinstance(r, (int, float)) and math.isfinite(r) and r >= 0
+                                   and not isinstance(r, bool) for r in rr)):
+                    raise ConfigError(f"throughput file {source}: GPU type {raw_type!r}, job type "
+                                      f"{key!r}, pair {other!r}: expected [rate, rate] >= 0, got {rr!r}")
+                out[(t, model, k, o_model)] = (float(rr[0]), float(rr[1]))
+    return out
+
+
+@lru_cache(maxsize=len(BUILTIN_TABLES))
+def _builtin_doc(name: str) -> dict:
+    if name not in BUILTIN_TABLES:
+        raise ConfigError(f"unknown built-in throughput table {name!r}; choose from "
+                          f"{sorted(BUILTIN_TABLES)}")
+    with resources.files("sim").joinpath("data", BUILTIN_TABLES[name]).open("r") as f:
         return json.load(f)
 
 
@@ -315,6 +358,7 @@ class TableThroughput(ModelLookup):
                  relative_speed: Mapping[str, float] | None = None,
                  restart_delays: Mapping[str, float] | None = None,
                  default_restart_delay_s: float = DEFAULT_RESTART_DELAY_S,
+                 pairs: Mapping[tuple[str, str, int, str], tuple[float, float]] | None = None,
                  source: str = "<memory>") -> None:
         self.source = source
         if not (0.0 < spread_penalty <= 1.0):
@@ -380,6 +424,7 @@ class TableThroughput(ModelLookup):
         self._D, self._KX = D, KX
         self._measured = tuple(tuple(sorted(cons[reference_type][m])) for m in models)
         self._ext_cache: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._pairs = self._pair_array(pairs or {})
 
     # ----------------------------------------------------------------- constructors
     @classmethod
@@ -398,12 +443,16 @@ class TableThroughput(ModelLookup):
         if isinstance(doc, Mapping) and "throughputs" in doc and "format" in doc:
             kwargs.setdefault("reference_type", doc.get("reference_type"))
             doc = doc["throughputs"]
-        return cls(_parse_gavel(doc, source), source=source, **kwargs)
+        measurements = _parse_gavel(doc, source)
+        kwargs.setdefault("pairs", _parse_pairs(doc, source))
+        return cls(measurements, source=source, **kwargs)
 
     @classmethod
-    def builtin(cls, **kwargs) -> "TableThroughput":
-        """The built-in excerpt of Gavel's table (sim/data/builtin_throughputs.json)."""
-        return cls._from_doc(_builtin_doc(), "<builtin: sim/data/builtin_throughputs.json>", **kwargs)
+    def builtin(cls, table: str = "gavel", **kwargs) -> "TableThroughput":
+        """A built-in table (:data:`BUILTIN_TABLES`): Gavel's whole table (default) or the
+        8-model excerpt of earlier versions (``table="excerpt"``)."""
+        doc = _builtin_doc(table)
+        return cls._from_doc(doc, f"<builtin: sim/data/{BUILTIN_TABLES[table]}>", **kwargs)
 
     # ----------------------------------------------------------------- model lookup
 
@@ -523,6 +572,38 @@ class TableThroughput(ModelLookup):
         out = self._lookup(self._D, self._KX, m, ref, np.zeros(m.shape, np.intp), np.maximum(k, 1))
         out[k <= 0] = 0.0
         return out.reshape(shape)
+
+    # ----------------------------------------------------------------- co-location pairs
+    def _pair_array(self, pairs) -> np.ndarray:
+        """float64 [M, M, T, kd + 1, 2]: measured pair rates by (model, other, type, k), NaN
+        where not measured (pairs of models or types the table lacks are dropped)."""
+        P = np.full((len(self.models), len(self.models), len(self.gpu_types), self._kd + 1, 2), np.nan)
+        for (t, a, k, b), rr in pairs.items():
+            if t in self.gpu_types and a in self._model_index and b in self._model_index and k <= self._kd:
+                P[self._model_index[a], self._model_index[b], self.gpu_types.index(t), k] = rr
+        return P
+
+    @property
+    def has_pairs(self) -> bool:
+        return bool(np.isfinite(self._pairs).any())
+
+    def pair_rates(self, model_a, model_b, ngpu, cluster_types: tuple[str, ...]) -> np.ndarray:
+        """float64 [n, n_cluster_types, 2]: iterations/s of job a and job b when they share the
+        same ``ngpu`` GPUs of each type (Gavel's measured co-location), NaN where the table has no
+        such measurement (types it lacks included: no relative-speed guess for pairs)."""
+        a, b, k = np.broadcast_arrays(np.asarray(model_a, np.intp), np.asarray(model_b, np.intp),
+                                      np.asarray(ngpu, np.int64))
+        a, b, k = a.ravel(), b.ravel(), k.ravel()
+        self._check_models(a)
+        self._check_models(b)
+        out = np.full((a.size, len(cluster_types), 2), np.nan)
+        ok = (k >= 1) & (k <= self._kd)
+        for ci, name in enumerate(cluster_types):
+            t = canonical_gpu_type(name)
+            if t in self.gpu_types:
+                ti = self.gpu_types.index(t)
+                out[ok, ci] = self._pairs[a[ok], b[ok], ti, k[ok]]
+        return out
 
     def iterations_for_duration(self, model_idx, ngpu, duration_s) -> np.ndarray:
         """Iterations a job of ``duration_s`` on the reference type (consolidated) performs."""

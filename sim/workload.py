@@ -7,11 +7,24 @@ model drawn uniformly from the throughput table's models that support that count
 Sizes and durations (``sizes=`` / ``durations=``):
 
 * ``"gavel"`` follows Gavel's generator (stanford-futuredata/gavel ``scheduler/utils.py``
-  ``_generate_scale_factor`` / ``_generate_duration`` / ``generate_job``; Narayanan et al.,
-  OSDI'20): GPU count 1, 2, 4, 8 with probability 0.7, 0.1, 0.15, 0.05 (:data:`GAVEL_SIZE_MIX`);
-  duration ``60 * 10**U(1.5, 3)`` s with probability 0.8, else ``60 * 10**U(3, 4)`` s.  As in
-  Gavel, the duration is the run time on the reference type (v100) at the drawn count,
-  consolidated, and a multi-GPU job only gets a model measured at more than one GPU.
+  ``_generate_scale_factor`` / ``_generate_duration`` / ``generate_job``, and the Poisson
+  arrivals of ``scheduler.py`` ``simulate``; Narayanan et al., OSDI'20): GPU count 1, 2, 4, 8
+  with probability 0.7, 0.1, 0.15, 0.05 (:data:`GAVEL_SIZE_MIX`); duration ``60 * 10**U(1.5, 3)``
+  s with probability 0.8, else ``60 * 10**U(3, 4)`` s; the first job at t = 0, then
+  exponential gaps.  As in Gavel, the duration is the run time on the reference type (v100) at
+  the drawn count, consolidated (Gavel's ``num_steps = duration * throughput``: ``work=
+  "iterations"`` gives the same steps), and the model is uniform over the job types, a
+  multi-GPU job's over those measured at more than one GPU (Gavel: rejection sampling over its
+  26 ``JobTable`` templates, the 19 ``distributed`` ones for a multi-GPU job; with the built-in
+  table, which is Gavel's, the two laws are the same).  Differences, on purpose: the draws come
+  from numpy (the same seed gives the same law as Gavel's, not Gavel's exact trace; read a
+  trace Gavel wrote with :mod:`sim.traces.gavel` for that); no SLOs (Gavel draws them only for
+  its SLO experiments); and, while ``runnable_only`` is on (the default), a (model, count) pair
+  whose throughput is 0 on a GPU type of the table is not drawn -- in Gavel's table only
+  ResNet-50 at batch 128 on 2, 4 or 8 GPUs (out of memory on K80s), about 1.6% of Gavel's
+  jobs, which then get another multi-GPU model -- because the textbook policies would place it
+  on a K80 and stop the run (issue 11, core fixes); pass ``runnable_only=False`` for Gavel's
+  exact model law with policies that skip zero-throughput types (``gavel-*``, ``themis``).
 * ``"philly"`` resamples from a built-in empirical table (sim/data/philly_duration_quantiles.json):
   the share of jobs at 1, 2, 4, 8 GPUs and 45 run-time quantiles per GPU count, computed from the
   33,192 Philly samples Gavel ships (``philly_job_distribution.pickle``; Jeon et al., ATC'19).
@@ -134,8 +147,23 @@ def _philly_durations(rng: np.random.Generator, gpus: np.ndarray) -> np.ndarray:
     return out
 
 
-def _pick_models(rng: np.random.Generator, gpus: np.ndarray, oracle, allowed: list[int]) -> np.ndarray:
-    """Uniform over the allowed models that support each job's count (vectorized per count)."""
+def _runs_everywhere(oracle, models: list[int], g: int) -> list[int]:
+    """The models whose rate at ``g`` GPUs is > 0 on every GPU type of the oracle's table."""
+    if not models:
+        return models
+    types = tuple(oracle.gpu_types)
+    m = np.repeat(np.asarray(models, np.int64), len(types))
+    mask = np.tile(np.left_shift(1, np.arange(len(types), dtype=np.int64)), len(models))
+    one = np.ones(m.size, np.int64)
+    rates = np.asarray(oracle.rates(m, one * g, one, mask, np.ones(m.size), types))
+    ok = (rates.reshape(len(models), len(types)) > 0).all(axis=1)
+    return [mi for mi, keep in zip(models, ok) if keep]
+
+
+def _pick_models(rng: np.random.Generator, gpus: np.ndarray, oracle, allowed: list[int],
+                 runnable_only: bool = True) -> np.ndarray:
+    """Uniform over the allowed models that support each job's count (vectorized per count);
+    with ``runnable_only``, only those that can run on every GPU type of the table there."""
     u = rng.random(gpus.shape[0])
     out = np.empty(gpus.shape[0], dtype=np.int64)
     counts = {m: oracle.supported_counts(oracle.models[m]) for m in allowed}
@@ -143,6 +171,8 @@ def _pick_models(rng: np.random.Generator, gpus: np.ndarray, oracle, allowed: li
         elig = [m for m in allowed if int(g) in counts[m]]
         if not elig:  # count not measured anywhere: any multi-GPU model (interpolated rate)
             elig = [m for m in allowed if counts[m][-1] > 1] if g > 1 else []
+        if runnable_only:
+            elig = _runs_everywhere(oracle, elig, int(g))
         if not elig:
             raise ConfigError(f"no model in the throughput table supports {int(g)} GPU(s) "
                               f"(models: {', '.join(oracle.models[m] for m in allowed)})")
@@ -172,7 +202,8 @@ def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
                       models: Sequence[str] | None = None, sizes: str = "gavel", durations: str = "gavel",
                       throughput: ThroughputOracle | None = None, philly_samples=None,
                       work: str = "duration", high_priority_fraction: float = 0.0,
-                      high_priority: float = GAVEL_HIGH_PRIORITY, n_users: int = 0) -> JobTable:
+                      high_priority: float = GAVEL_HIGH_PRIORITY, n_users: int = 0,
+                      runnable_only: bool = True) -> JobTable:
     """Generate a seeded synthetic job table (see the module docstring).
 
     Args:
@@ -192,6 +223,8 @@ def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
         high_priority_fraction: share of jobs given priority ``high_priority`` (Gavel's
             multi-priority experiments: 0.2 and 5.0); others get 1.0.
         n_users: if > 0, jobs get users ``"u0" .. "u{n-1}"`` uniformly; else user "".
+        runnable_only: draw only (model, GPU count) pairs whose rate is > 0 on every GPU type of
+            the table (see the module docstring); False: Gavel's model law exactly.
     """
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs < 0:
         raise ConfigError(f"n_jobs must be an integer >= 0, got {n_jobs!r}")
@@ -257,7 +290,7 @@ def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
         else:
             dur = _philly_durations(rng, gpus)
     # 3. models
-    model_idx = _pick_models(rng, gpus, oracle, allowed)
+    model_idx = _pick_models(rng, gpus, oracle, allowed, runnable_only)
     # 4. priorities and users
     prio = np.where(rng.random(n) < high_priority_fraction, float(high_priority), 1.0) \
         if high_priority_fraction > 0 else np.ones(n)

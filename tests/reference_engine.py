@@ -150,7 +150,8 @@ def reference_run(cluster, jobs, policy, oracle, round_s):
         plan = policy.schedule(state)
         if getattr(policy, "defragment", False):
             plan = defragment_plan(state, plan)
-        _apply(now, state, plan, js, used, cap, oracle, cluster, push)
+        _apply(now, state, plan, js, used, cap, oracle, cluster, push,
+               getattr(policy, "rate_model", None))
         if plan.wakeup is not None and plan.wakeup > now:
             push(plan.wakeup, EV_TIMER)
     return {
@@ -186,15 +187,20 @@ def _state(now, reasons, cluster, jobs, js, cap, used, view="all", oracle=None):
         node_free=np.array([c - u for c, u in zip(cap, used)], np.int32), oracle=oracle)
 
 
-def _oracle_rate(state, i, placement, oracle, cluster):
+def _oracle_rate(state, i, placement, oracle, cluster, rate_model=None):
     ip = np.array([0, len(placement)], np.int64)
+    if rate_model is not None:              # the policy's placement-level rate model
+        return float(rate_model.rates(state.jobs, np.array([i], np.int64), ip,
+                                      np.array([x for x, _ in placement], np.int32),
+                                      np.array([c for _, c in placement], np.int32),
+                                      cluster, oracle)[0])
     ng, nn, mask, ms = placement_summary(ip, np.array([x for x, _ in placement], np.int32),
                                          np.array([c for _, c in placement], np.int32),
                                          cluster.node_type, cluster.node_speed)
     return float(oracle.rates(state.jobs.model[[i]], ng, nn, mask, ms, cluster.gpu_types)[0])
 
 
-def _apply(now, state, plan, js, used, cap, oracle, cluster, push):
+def _apply(now, state, plan, js, used, cap, oracle, cluster, push, rate_model=None):
     changes = []
     scales = {}
     for a, i in enumerate(state.active):
@@ -208,7 +214,7 @@ def _apply(now, state, plan, js, used, cap, oracle, cluster, push):
             # same placement, new rate: no restart
             job = js[i]
             job.accrue(now)
-            job.rate = _oracle_rate(state, i, new, oracle, cluster) * scale
+            job.rate = _oracle_rate(state, i, new, oracle, cluster, rate_model) * scale
             job.scale = scale
             job.version += 1
             push(max(job.resume_at, now) + max(job.remaining, 0.0) / job.rate, EV_COMPLETION, i,
@@ -241,7 +247,7 @@ def _apply(now, state, plan, js, used, cap, oracle, cluster, push):
         else:
             job.restarts += 1
             job.resume_at = now + job.delay
-        rate = _oracle_rate(state, i, new, oracle, cluster) * scales[i]
+        rate = _oracle_rate(state, i, new, oracle, cluster, rate_model) * scales[i]
         job.scale = scales[i]
         job.rate = rate
         job.version += 1

@@ -26,7 +26,7 @@ def test_preset_gpu_totals(name, total, by_type, n_nodes):
 
 
 def test_presets_listed_and_immutable():
-    assert set(list_presets()) == set(PRESETS) == {"gavel-108", "sia-64", "hops-512", "hops-64", "philly"}
+    assert set(list_presets()) == set(PRESETS) == {"gavel-108", "pollux-64", "sia-64", "hops-512", "hops-64", "philly"}
     c = get_preset("gavel-108")
     with pytest.raises(ValueError):
         c.node_gpus[0] = 9
@@ -138,3 +138,9 @@ def test_cluster_validation():
     assert c.gpus_per_type().tolist() == [8]
     with pytest.raises(ConfigError):
         c.type_id("v100")
+
+
+def test_pollux_64_is_the_pollux_testbed():
+    c = get_preset("pollux-64")
+    assert c.n_nodes == 16 and c.total_gpus == 64 and set(c.node_gpus.tolist()) == {4}
+    assert c.gpu_types == ("t4",)

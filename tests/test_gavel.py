@@ -232,3 +232,60 @@ def test_all_nine_gavel_names_registered():
         "gavel-finish-time-fairness-perf", "gavel-isolated", "gavel-max-min-fairness",
         "gavel-max-min-fairness-perf", "gavel-max-sum-throughput-perf",
         "gavel-min-total-duration-perf"])
+
+
+# -- the round kernels agree with their plain-Python references ---------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from reference_gavel_rounds import assign_workers_reference, select_jobs_reference  # noqa: E402
+from sim.errors import SimError  # noqa: E402
+from sim.policies.gavel_kernels import assign_workers, select_jobs  # noqa: E402
+
+
+@st.composite
+def _round_inputs(draw):
+    m = draw(st.integers(1, 3))
+    n_nodes = draw(st.integers(1, 6))
+    node_type = np.array(draw(st.lists(st.integers(0, m - 1), min_size=n_nodes, max_size=n_nodes)))
+    node_gpus = np.array(draw(st.lists(st.integers(1, 4), min_size=n_nodes, max_size=n_nodes)))
+    n = draw(st.integers(0, 8))
+    scale = np.array(draw(st.lists(st.sampled_from([1, 2, 4]), min_size=n, max_size=n)), np.int64)
+    pri = np.array(draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]), min_size=n * m,
+                                 max_size=n * m))).reshape(n, m)
+    thr = np.array(draw(st.lists(st.sampled_from([0.0, 1.0, 3.0]), min_size=n * m,
+                                 max_size=n * m))).reshape(n, m)
+    # previous placements: some jobs on one node each, within the node's GPUs
+    prev_node = np.array(draw(st.lists(st.integers(-1, n_nodes - 1), min_size=n, max_size=n)), np.int64)
+    lens = (prev_node >= 0).astype(np.int64)
+    pl_nodes = prev_node[prev_node >= 0]
+    pl_counts = np.minimum(scale[lens > 0], node_gpus[pl_nodes]) if pl_nodes.size else np.zeros(0, np.int64)
+    return dict(m=m, node_type=node_type, node_gpus=node_gpus, scale=scale, pri=pri, thr=thr,
+                pl_indptr=np.r_[0, np.cumsum(lens)].astype(np.int64), pl_nodes=pl_nodes,
+                pl_counts=pl_counts.astype(np.int64),
+                prev_type=np.where(lens > 0, node_type[np.maximum(prev_node, 0)], -1),
+                placeable=np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool),
+                order=np.array(draw(st.permutations(list(range(m))))),
+                skip=draw(st.booleans()))
+
+
+@settings(max_examples=80, deadline=None)
+@given(d=_round_inputs())
+def test_round_kernels_match_reference(d):
+    n, m = d["scale"].size, d["m"]
+    queues = np.stack([np.argsort(-d["pri"][:, t], kind="stable") for t in range(m)]) if n \
+        else np.zeros((m, 0), np.int64)
+    left = np.bincount(d["node_type"], weights=d["node_gpus"], minlength=m).astype(np.int64)
+    args = (d["order"], queues, d["thr"], d["pri"], d["scale"], left, d["skip"])
+    chosen = select_jobs(*args)
+    np.testing.assert_array_equal(chosen, select_jobs_reference(*args))
+    wargs = (d["order"], chosen, d["scale"], d["placeable"], d["prev_type"], d["pl_indptr"],
+             d["pl_nodes"], d["pl_counts"], d["node_type"], d["node_gpus"])
+    want = assign_workers_reference(*wargs)
+    if want is None:
+        with pytest.raises(SimError, match="could not assign"):
+            assign_workers(*wargs, "gavel-x", np.arange(n))
+        return
+    got = assign_workers(*wargs, "gavel-x", np.arange(n))
+    for g, w in zip(got[:3], want[:3]):
+        np.testing.assert_array_equal(g, w)
+    assert got[3] == want[3]

@@ -92,8 +92,18 @@ def test_las_alternates_at_rounds():
 def test_las_event_driven_new_job_preempts():
     # J0: t=0, 4 GPUs, 100 s.  J1: t=10, 2 GPUs, 30 s, attained 0 < 40: J1 runs
     # 10-40 and J0 (4 GPUs) no longer fits.  J0 resumes at 40: 90 s left -> 130.
+    # (J0 has run 10 s, past its 5 s lease.)
     jobs = specs([0, 10], [4, 2], [400, 60], delay=0.0)
-    check(run(get_policy("las"), jobs), [0, 10], [130, 40], restarts=[1, 0])
+    check(run(get_policy("las", min_run_s=5.0), jobs), [0, 10], [130, 40], restarts=[1, 0])
+
+
+def test_las_lease_keeps_a_started_job():
+    # The same jobs with the default 60 s lease: at t=10 J0 is inside its lease and keeps its
+    # GPUs; event driven, the next decision is J0's completion at 100; J1 runs 100-130.
+    jobs = specs([0, 10], [4, 2], [400, 60], delay=0.0)
+    check(run(get_policy("las"), jobs), [0, 100], [100, 130], restarts=[0, 0])
+    with pytest.raises(ConfigError, match="min_run_s must be finite and > 0"):
+        get_policy("las", min_run_s=0)
 
 
 # -- Tiresias ------------------------------------------------------------------------

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import sim
 from sim.errors import ConfigError
-from sim.throughput import (DEFAULT_RESTART_DELAY_S, RELATIVE_SPEED, SCALING_EFFICIENCY, SPREAD_PENALTY,
+from sim.throughput import (BUILTIN_TABLES, DEFAULT_RESTART_DELAY_S, RELATIVE_SPEED, SCALING_EFFICIENCY, SPREAD_PENALTY,
                             TableThroughput, ThroughputOracle, restart_delay_s)
 
 # Tiny fixture in Gavel's real format: {gpu_type: {"('<model>', k)": {"null": rate, pairs...}}}
@@ -147,8 +149,46 @@ def test_loader_errors(tmp_path):
         TableThroughput.from_gavel_json(tmp_path / "none.json")
 
 
-def test_builtin_table():
+def test_builtin_table_is_gavels_whole_table():
     o = TableThroughput.builtin()
+    assert len(o.models) == 26 and o.gpu_types == ("v100", "p100", "k80")
+    assert o.has_pairs and all(o.has_unconsolidated)
+    # Gavel's only zeros: ResNet-50 at batch 128 on 2, 4, 8 K80s (out of memory)
+    k = np.array([1, 2, 4, 8])
+    m = np.repeat(np.arange(len(o.models)), k.size)
+    rates = o.type_rates(m, np.tile(k, len(o.models)), ("v100", "p100", "k80"))
+    zero = {(o.models[m[i]], int(np.tile(k, len(o.models))[i]), t)
+            for i, t in zip(*np.nonzero(rates == 0))}
+    assert zero == {("ResNet-50 (batch size 128)", g, 2) for g in (2, 4, 8)}
+    # ResNet-50 (batch size 64) on 1 V100: Gavel's measured value
+    i = o.model_index("ResNet-50 (batch size 64)")
+    assert o.reference_rate([i], [1])[0] == pytest.approx(4.395, rel=1e-3)
+    doc = json.loads((Path(sim.__file__).parent / "data" / BUILTIN_TABLES["gavel"]).read_text())
+    assert "Permission is hereby granted" in "\n".join(doc["license_text"])
+
+
+def test_pair_rates():
+    o = TableThroughput.builtin()
+    a, b = o.model_index("ResNet-18 (batch size 16)"), o.model_index("ResNet-18 (batch size 64)")
+    r = o.pair_rates([a, a], [b, b], [1, 3], ("v100", "k80", "t4"))
+    assert r.shape == (2, 3, 2)
+    # Gavel's v100 entry of ('ResNet-18 (batch size 16)', 1), pair ('ResNet-18 (batch size 64)', 1)
+    np.testing.assert_allclose(r[0, 0], [32.353384328946916, 24.093231895382736])
+    assert np.isnan(r[0, 2]).all() and np.isnan(r[1]).all()    # t4 not measured; 3 GPUs neither
+    assert not TableThroughput.builtin("excerpt").has_pairs
+    with pytest.raises(ConfigError, match="unknown built-in"):
+        TableThroughput.builtin("nope")
+
+
+def test_pair_rates_bad_values(tmp_path):
+    p = tmp_path / "pairs.json"
+    p.write_text(json.dumps({"v100": {"('A', 1)": {"null": 1.0, "('A', 1)": [1.0]}}}))
+    with pytest.raises(ConfigError, match="expected \\[rate, rate\\]"):
+        TableThroughput.from_gavel_json(p)
+
+
+def test_builtin_excerpt_table():
+    o = TableThroughput.builtin("excerpt")
     assert 6 <= len(o.models) <= 8
     assert o.gpu_types == ("v100", "p100", "k80") and all(o.has_unconsolidated)
     ct = ("v100", "p100", "k80", "t4", "rtx2080ti", "a100", "gtx1080ti", "titanxp", "rtx3090")

@@ -50,7 +50,9 @@ def test_models_support_count():
     for c, g in zip(codes, j.gpus):
         assert int(g) in o.supported_counts(c)
     multi = {o.models[c] for c, g in zip(codes, j.gpus) if g > 1}
-    assert "A3C" not in multi and len(multi) == 5
+    # Gavel's 19 distributed job types, less ResNet-50 at batch 128 (0 on 2-8 K80s)
+    assert "A3C" not in multi and len(multi) == 18
+    assert "ResNet-50 (batch size 128)" not in multi
     # every eligible model appears with about equal frequency among 1-GPU jobs
     one = codes[j.gpus == 1]
     freq = np.bincount(one, minlength=len(o.models)) / one.size
@@ -111,3 +113,22 @@ def test_priorities_and_users():
     j = generate_workload(20_000, 10.0, 1, high_priority_fraction=0.2, n_users=4)
     assert np.mean(j.priority == 5.0) == pytest.approx(0.2, abs=0.01)
     assert set(j.users) == {"u0", "u1", "u2", "u3"}
+
+
+def test_gavel_model_law_with_runnable_only_off():
+    # Gavel's generate_job: multi-GPU jobs uniform over its 19 distributed job types
+    o = TableThroughput.builtin()
+    j = generate_workload(5000, 10.0, 4, throughput=o, runnable_only=False)
+    codes = j.model_codes(o.models)
+    multi = codes[j.gpus > 1]
+    assert {o.models[c] for c in multi} >= {"ResNet-50 (batch size 128)"}
+    freq = np.bincount(multi, minlength=len(o.models))[np.unique(multi)] / multi.size
+    assert len(freq) == 19 and np.allclose(freq, 1 / 19, atol=0.02)
+
+
+def test_excerpt_table_reproduces_earlier_workloads():
+    # the 8-model excerpt has no zero rate: runnable_only changes nothing there
+    o = TableThroughput.builtin("excerpt")
+    a = generate_workload(300, 6.0, 0, throughput=o)
+    b = generate_workload(300, 6.0, 0, throughput=o, runnable_only=False)
+    assert a.table.equals(b.table) and len(set(a.table.column("model").to_pylist())) == 8

@@ -79,6 +79,10 @@ class Policy:
     #: time-to-accuracy jobs), which runs with a learning simulator otherwise mask; only for
     #: reference baselines that say so (``eghs-unaware-oracle``)
     clairvoyant: ClassVar[bool] = False
+    #: a placement-level rate model (sim.state.RateModel) the engine uses instead of the
+    #: oracle's slowest-worker rule for this policy's placements (e.g. SMJP's proportional
+    #: assignment); None: the oracle's rule.  A policy with one never takes the native path.
+    rate_model = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

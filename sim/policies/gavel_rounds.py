@@ -47,6 +47,7 @@ import numpy as np
 from ..errors import ConfigError, SimError
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 from .base import Policy
+from .gavel_kernels import assign_workers, select_jobs
 from .gavel_lp import check_solver
 
 #: Gavel's priority for a job on a type whose time total is still 0 (``allocation * 1e9``)
@@ -68,8 +69,8 @@ class GavelRounds(Policy):
     def __init__(self, placement: str = "consolidated", time_per_round_s: float = 360.0,
                  reset_interval_s: float = 1920.0, seed: int = 0, solver: str = "ipm"):
         super().__init__(placement)
-        self.time_per_round_s = _positive(self.name, "time_per_round_s", time_per_round_s)
-        self.reset_interval_s = _positive(self.name, "reset_interval_s", reset_interval_s, zero=True)
+        self.time_per_round_s = check_positive(self.name, "time_per_round_s", time_per_round_s)
+        self.reset_interval_s = check_positive(self.name, "reset_interval_s", reset_interval_s, zero=True)
         self.seed = int(seed)
         self.solver = check_solver(solver)
         self._reset(None)
@@ -104,6 +105,8 @@ class GavelRounds(Policy):
         self.rounds = 0
         self.resets = 0
         self.lease_extensions = 0
+        self._thr_ids: np.ndarray | None = None
+        self._thr = np.zeros((0, m))
         self._reset_run(state)
 
     def _reset_run(self, state: SchedState | None) -> None:
@@ -125,7 +128,7 @@ class GavelRounds(Policy):
     def _round(self, state: SchedState) -> Plan:
         now, ids = state.now, state.active
         self._credit_running(state)
-        thr = state.type_throughputs
+        thr = self._throughputs(state)
         self._join(state, thr)
         if not state.running.any() and not (state.jobs.arrival > now).any():
             self.last_reset = 0.0          # Gavel forces a reset when nothing runs or comes
@@ -144,17 +147,24 @@ class GavelRounds(Policy):
             if ids.size and not (state.jobs.arrival > now).any():
                 raise SimError(f"policy {self.name}: no active job can be scheduled at t={now} "
                                f"(first: job {int(ids[0])}) and no job is left to arrive")
-            return _plan(ids.size, owner, nodes, counts)
+            return plan_from_owners(ids.size, owner, nodes, counts)
         self.round_end = now + self.time_per_round_s
-        plan = _plan(ids.size, owner, nodes, counts)
+        plan = plan_from_owners(ids.size, owner, nodes, counts)
         return Plan(plan.indptr, plan.nodes, plan.counts, wakeup=self.round_end)
+
+    def _throughputs(self, state: SchedState) -> np.ndarray:
+        """``state.type_throughputs``, reused while the active set is the same (it depends
+        only on the jobs' models and GPU counts)."""
+        if self._thr_ids is None or not np.array_equal(self._thr_ids, state.active):
+            self._thr_ids, self._thr = state.active.copy(), state.type_throughputs
+        return self._thr
 
     def _credit_finished(self, state: SchedState) -> None:
         """Jobs dispatched this round that have finished: their time counts for their type."""
         ran = np.flatnonzero(self.ran_on >= 0)
         if ran.size == 0:
             return
-        gone = ran[~np.isin(ran, state.active)]
+        gone = ran[~_is_active(state)[ran]]
         if gone.size:
             np.add.at(self.worker_time, self.ran_on[gone], state.now - self.round_start)
             self.ran_on[gone] = -1
@@ -170,7 +180,7 @@ class GavelRounds(Policy):
             self.time_so_far[ids[on], t[on]] += dt
             np.add.at(self.worker_time, t[on], dt)
         gone = np.flatnonzero(self.member)
-        gone = gone[~np.isin(gone, ids)]
+        gone = gone[~_is_active(state)[gone]]
         if gone.size:                     # finished without being dispatched this round
             self.member[gone] = False
             self.need_update = True
@@ -180,7 +190,7 @@ class GavelRounds(Policy):
         new = ~self.member[ids]
         if not new.any():
             return
-        _validate_jobs(self.name, state, thr, new)
+        validate_runnable(self.name, state, thr, new)
         nid = ids[new]
         self.member[nid] = True
         self.time_so_far[nid] = self.time_per_round_s / 2.0
@@ -223,69 +233,34 @@ class GavelRounds(Policy):
     def _select(self, state: SchedState, thr, pri, order) -> np.ndarray:
         """Gavel's greedy pass over the per-type sorted queues: the type each job runs on."""
         ids, c = state.active, state.cluster
-        scale = state.demand.astype(np.int64)
-        left = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types)).astype(np.int64)
-        chosen = np.full(ids.size, -1, np.int64)
+        m = len(c.gpu_types)
         x, d = self.alloc[ids], self.deficit[ids]
-        for t in order:
-            queue = np.lexsort((-x[:, t], -d[:, t], -pri[:, t]))
-            ok = (thr[queue, t] > 0) & ((pri[queue, t] > 0) | (not self.skip_zero_priority))
-            for i in queue[ok]:
-                if left[t] == 0:
-                    break
-                if chosen[i] < 0 and scale[i] <= left[t]:
-                    chosen[i] = t
-                    left[t] -= scale[i]
-        return chosen
+        queues = np.empty((m, ids.size), np.int64)
+        for t in range(m):
+            queues[t] = np.lexsort((-x[:, t], -d[:, t], -pri[:, t]))
+        left = np.bincount(c.node_type, weights=c.node_gpus, minlength=m)
+        return select_jobs(order, queues, thr, pri, state.demand, left, self.skip_zero_priority)
 
     def _assign(self, state: SchedState, chosen: np.ndarray, order) -> tuple:
         """GPUs for the chosen jobs: lease extension first, then the strided walk."""
         c, ids = state.cluster, state.active
-        free = c.node_gpus.astype(np.int64).copy()
-        prev_type, prev = _previous_placements(state)
-        scale = state.demand.astype(np.int64)
-        nodes, counts, owner = [], [], []
-        for t in order:
-            jobs = np.flatnonzero(chosen == t)
-            jobs = jobs[np.argsort(-scale[jobs], kind="stable")]
-            servers = np.flatnonzero(c.node_type == t)
-            ptr = 0
-            for sf in np.unique(scale[jobs])[::-1]:
-                group = jobs[scale[jobs] == sf]
-                kept = set()
-                for i in group[prev_type[group] == t]:
-                    pn, pc = prev[i]
-                    if np.all(free[pn] >= pc):
-                        free[pn] -= pc
-                        nodes += list(pn)
-                        counts += list(pc)
-                        owner += [i] * len(pn)
-                        kept.add(int(i))
-                        self.lease_extensions += 1
-                for i in group:
-                    if int(i) in kept or not self.in_alloc[ids[i]]:
-                        continue
-                    need = int(sf)
-                    while need > 0:
-                        if ptr >= servers.size:
-                            raise SimError(f"policy {self.name}: could not assign {int(sf)} "
-                                           f"GPUs to job {int(ids[i])}")
-                        node = servers[ptr]
-                        take = min(need, int(free[node]))
-                        if take:
-                            free[node] -= take
-                            nodes.append(int(node))
-                            counts.append(take)
-                            owner.append(int(i))
-                            need -= take
-                        if free[node] == 0:
-                            ptr += 1
-        return (np.asarray(nodes, np.int32), np.asarray(counts, np.int32),
-                np.asarray(owner, np.int64))
+        owner, nodes, counts, kept = assign_workers(
+            order, chosen, state.demand, self.in_alloc[ids], previous_types(state),
+            state.pl_indptr, state.pl_nodes, state.pl_counts, c.node_type, c.node_gpus,
+            self.name, ids)
+        self.lease_extensions += kept
+        return nodes, counts, owner
 
 
-def _previous_placements(state: SchedState):
-    """(type each active job ran on, -1 if none or mixed; per job (nodes, counts))."""
+def _is_active(state: SchedState) -> np.ndarray:
+    """bool [n_jobs]: the job is active (a mask: faster than ``np.isin`` on every call)."""
+    mask = np.zeros(len(state.jobs), bool)
+    mask[state.active] = True
+    return mask
+
+
+def previous_types(state: SchedState) -> np.ndarray:
+    """The GPU type each active job ran on (-1: none, or several)."""
     c = state.cluster
     lens = np.diff(state.pl_indptr)
     job_of = np.repeat(np.arange(lens.size), lens)
@@ -294,21 +269,17 @@ def _previous_placements(state: SchedState):
     hi = np.full(lens.size, -1)
     np.minimum.at(lo, job_of, types)
     np.maximum.at(hi, job_of, types)
-    prev_type = np.where((lens > 0) & (lo == hi), hi, -1)
-    prev = {int(i): (state.pl_nodes[state.pl_indptr[i]:state.pl_indptr[i + 1]],
-                     state.pl_counts[state.pl_indptr[i]:state.pl_indptr[i + 1]])
-            for i in np.flatnonzero(prev_type >= 0)}
-    return prev_type, prev
+    return np.where((lens > 0) & (lo == hi), hi, -1)
 
 
-def _plan(n: int, owner: np.ndarray, nodes: np.ndarray, counts: np.ndarray) -> Plan:
+def plan_from_owners(n: int, owner: np.ndarray, nodes: np.ndarray, counts: np.ndarray) -> Plan:
     order = np.argsort(owner, kind="stable")
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(owner, minlength=n), out=indptr[1:])
     return Plan(indptr, nodes[order], counts[order])
 
 
-def _validate_jobs(name: str, state: SchedState, thr: np.ndarray, new: np.ndarray) -> None:
+def validate_runnable(name: str, state: SchedState, thr: np.ndarray, new: np.ndarray) -> None:
     """New jobs must be able to run somewhere: throughput > 0 on a type with enough GPUs."""
     c = state.cluster
     cap = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types))
@@ -326,7 +297,7 @@ def _validate_jobs(name: str, state: SchedState, thr: np.ndarray, new: np.ndarra
                           f"({bad.size} such jobs)")
 
 
-def _positive(name: str, what: str, value, zero: bool = False) -> float:
+def check_positive(name: str, what: str, value, zero: bool = False) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ConfigError
 from . import register
 from .base import Policy, stable_order
 
@@ -68,13 +69,74 @@ class SRTF(Policy):
 
 @register
 class LAS(Policy):
+    """Least attained service (2D: GPU-seconds held), preemptive at rounds.
+
+    Lease (our rule [I], after Gavel's lease extension): a job that starts or restarts keeps
+    its GPUs until ``min_run_s`` seconds after its restart delay ends, so every stint makes
+    progress.  Without it LAS livelocks when rounds are shorter than restart delays: GPU-seconds
+    accrue during a restart, so two jobs can swap at every round and never progress.  Inside
+    the lease a running job comes before every other job; after it, jobs are ordered by
+    attained service (ties: arrival, then job id).
+    """
+
     name = "las"
     native = "las"
-    description = "least attained service (2D: GPU-seconds); preemptive at rounds"
+    description = ("least attained service (2D: GPU-seconds); preemptive at rounds; a job keeps "
+                   "its GPUs for min_run_s (default 60 s) after its restart delay")
     preemptive = True
     skip_idle_completions = True
     place_lone_arrivals = True
     round_s = 60.0
 
+    def __init__(self, placement: str = "consolidated", min_run_s: float = 60.0):
+        super().__init__(placement)
+        try:
+            self.min_run_s = float(min_run_s)
+        except (TypeError, ValueError):
+            raise ConfigError(f"policy las: min_run_s must be a number, got {min_run_s!r}") from None
+        if not (np.isfinite(self.min_run_s) and self.min_run_s > 0):
+            raise ConfigError(f"policy las: min_run_s must be finite and > 0, got {min_run_s!r}")
+        self._reset(None)
+
+    def _reset(self, jobs) -> None:
+        n = 0 if jobs is None else len(jobs)
+        self._jobs, self._now = jobs, -np.inf
+        self.resume = np.full(n, np.nan)       # when the job's current stint makes progress
+        self.started = np.zeros(n, np.bool_)   # has the job run before?
+
+    def _catch_up(self, state) -> None:
+        """Running jobs the policy did not place were placed by the engine at their arrival
+        (Policy.place_lone_arrivals): a first start, progressing at once."""
+        if self._jobs is not state.jobs or state.now < self._now:
+            self._reset(state.jobs)
+        self._now = state.now
+        ids = state.active
+        unseen = (state.ngpu > 0) & np.isnan(self.resume[ids])
+        if unseen.any():
+            self.resume[ids[unseen]] = state.jobs.arrival[ids[unseen]]
+            self.started[ids[unseen]] = True
+
     def order(self, state):
-        return stable_order(state.jobs.arrival[state.active], state.attained_gpu_s)
+        self._catch_up(state)
+        ids = state.active
+        leased = (state.ngpu > 0) & (state.now < self.resume[ids] + self.min_run_s)
+        return stable_order(state.jobs.arrival[ids], state.attained_gpu_s, (~leased).astype(np.int8))
+
+    def schedule(self, state):
+        plan = super().schedule(state)
+        ids = state.active
+        after = np.diff(plan.indptr) > 0
+        start = after & (state.ngpu == 0)
+        if start.any():
+            sid = ids[start]
+            delay = np.where(self.started[sid], state.jobs.restart_delay[sid], 0.0)
+            self.resume[sid] = state.now + delay
+            self.started[sid] = True
+        self.resume[ids[~after]] = np.nan
+        return plan
+
+    def native_params(self) -> dict:
+        return {"lease_s": self.min_run_s}
+
+    def params(self):
+        return {**super().params(), "min_run_s": self.min_run_s}

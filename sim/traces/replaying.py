@@ -34,7 +34,11 @@ from ..jobs import JobTable
 from ..throughput import DEFAULT_RESTART_DELAY_S, RELATIVE_SPEED, TableThroughput, default_oracle
 from .common import TRACE_MODEL, TraceLoad
 
-__all__ = ["replay_oracle", "fit_to_cluster", "replay", "read_workload"]
+__all__ = ["replay_oracle", "fit_to_cluster", "replay", "trace_oracle", "TABLE_FORMATS", "read_workload"]
+
+#: Formats whose jobs name models of a throughput table, their work in that table's iterations
+#: (Gavel's ``total_steps``): they run with the table, not with the replay oracle.
+TABLE_FORMATS = ("jobs", "gavel")
 
 
 def replay_oracle(cluster: Cluster | Iterable[str], *, reference_type: str | None = None, speeds: str = "uniform",
@@ -62,12 +66,20 @@ def replay_oracle(cluster: Cluster | Iterable[str], *, reference_type: str | Non
                            default_restart_delay_s=restart_delay_s, source=f"<replay oracle, {speeds}, ref {ref}>")
 
 
+def trace_oracle(load: TraceLoad, fmt: str, cluster: Cluster, oracle=None):
+    """The oracle to run a trace's jobs with: ``oracle`` if given; for :data:`TABLE_FORMATS`
+    the default table (:func:`sim.throughput.default_oracle`, Gavel's); otherwise the replay
+    oracle, which keeps each job's recorded run time on the trace's GPU type."""
+    if oracle is not None:
+        return oracle
+    if fmt in TABLE_FORMATS:
+        return default_oracle()
+    return replay_oracle(cluster, reference_type=load.trace_gpu_type)
+
+
 def read_workload(path, cluster: Cluster, *, format: str | None = None, oracle=None):
     """``(JobTable, oracle)``: the jobs of a file in any job-trace format (detected unless
-    ``format`` is given) and the oracle to run them with: ``oracle`` when given; else
-    :func:`replay_oracle` when every job is a recorded run time (model :data:`TRACE_MODEL`:
-    Philly, Helios, PAI, ...), so jobs run exactly that; else the built-in table (the canonical
-    job table, and Gavel traces whose work is in iterations of named models)."""
+    ``format`` is given) and the oracle to run them with (:func:`trace_oracle`)."""
     from pathlib import Path
 
     from . import detect_format, read_trace
@@ -76,10 +88,7 @@ def read_workload(path, cluster: Cluster, *, format: str | None = None, oracle=N
         raise ConfigError(f"workload file {path} does not exist")
     fmt = format or detect_format(path)
     load = read_trace(path, fmt)
-    models = set(load.jobs.table.column("model").unique().to_pylist())
-    if oracle is None and models == {TRACE_MODEL}:
-        oracle = replay_oracle(cluster, reference_type=load.trace_gpu_type)
-    return load.jobs, oracle or default_oracle()
+    return load.jobs, trace_oracle(load, fmt, cluster, oracle)
 
 
 def fit_to_cluster(load: TraceLoad | JobTable, cluster: Cluster, *, too_big: str = "error",

@@ -80,7 +80,7 @@ static sk_engine *engine_with(int32_t kind, int32_t spread, int64_t n, const dou
     double thr[2] = {40.0, 400.0};
     int preemptive = kind > SK_POL_SJF;
     sk_policy_spec spec = {kind, spread, preemptive, kind == SK_POL_FIFO, !preemptive, preemptive, 1,
-                           kind == SK_POL_TIRESIAS ? 2 : 0, thr, 1e-9};
+                           kind == SK_POL_TIRESIAS ? 2 : 0, thr, 1e-9, 60.0};
     sk_native_inputs in = {model, est, bucket, 4, TYPES, SPEED, 2, FGD_W, 5};
     CHECK(sk_native_set_policy(e, &spec, &in) == SK_OK);
     return e;
@@ -147,7 +147,7 @@ static void test_errors(void) {
     double est[1] = {1.0};
     sk_engine *e = NULL;
     CHECK(sk_engine_new(&e, 3, GPUS, 1, arrival, work, delay, demand, 0.0, 0.0, 3) == SK_OK);
-    sk_policy_spec spec = {99, 0, 0, 1, 1, 0, 1, 0, NULL, 0.0};
+    sk_policy_spec spec = {99, 0, 0, 1, 1, 0, 1, 0, NULL, 0.0, 0.0};
     sk_native_inputs in = {model, est, bucket, 1, TYPES, SPEED, 2, FGD_W, 5};
     CHECK(sk_native_set_policy(e, &spec, &in) == SK_EINVAL);           /* unknown kind */
     spec.kind = SK_POL_FIFO;

@@ -1,0 +1,85 @@
+"""The throughput oracle of Pollux-model workloads (:class:`GoodputOracle`).
+
+Work is counted in Pollux *progress* (initial-batch steps weighted by statistical efficiency) and a
+job's target is its application's :attr:`~sim.goodput.profiles.Application.target_progress`.  The
+oracle's rate of a placement is the progress per second that the fitted 7-parameter model predicts
+at the start of training (epoch 0's gradient statistics) with the default batch
+``max(M0, r * b_min)``: a fair stand-in for policies that know nothing of goodput.  Policies of
+the goodput family (:mod:`sim.policies.goodput_base`) replace it, through ``Plan.rate_scale``, by
+the profile's measured step time and the gradient statistics of the job's current epoch and
+batch (:mod:`sim.goodput.jobmodel`), as the authors' simulators do.
+
+The oracle also carries the run's per-job workload facts that the job model needs and the
+engine's ``JobSpecs`` lacks (``job_batch``: the batch size the workload asks for).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import ConfigError
+from .goodput import fit_application, goodput, split_batch
+from .profiles import Application
+
+__all__ = ["GoodputOracle", "POLLUX_RESTART_S", "GPUS_PER_NODE"]
+
+#: Restart (re-scale) delay of the Pollux simulator, every application (simulator.py
+#: ``rescale_time = 30``).
+POLLUX_RESTART_S = 30.0
+
+#: GPUs per node assumed by :meth:`GoodputOracle.reference_rate` (the Pollux testbed's 4 x T4).
+GPUS_PER_NODE = 4
+
+
+@dataclass(eq=False)
+class GoodputOracle:
+    """Throughput oracle over Pollux applications; see the module docstring."""
+
+    applications: tuple[Application, ...]
+    job_batch: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    restart_s: Mapping[str, float] | float = POLLUX_RESTART_S
+    gpu_types: tuple[str, ...] = ("t4",)
+
+    def __post_init__(self):
+        if not self.applications:
+            raise ConfigError("GoodputOracle needs at least one application")
+        self.models = tuple(a.name for a in self.applications)
+        self.theta = np.stack([fit_application(str(a.folder)).as_array() for a in self.applications])
+        self.job_batch = np.asarray(self.job_batch, np.int64)
+
+    def app(self, model: int) -> Application:
+        return self.applications[int(model)]
+
+    # -- the ThroughputOracle protocol --------------------------------------
+    def rates(self, model_idx, ngpu, n_nodes, type_mask=None, min_speed=None, cluster_types=()) -> np.ndarray:
+        m = np.asarray(model_idx, np.int64)
+        r = np.asarray(ngpu, np.int64)
+        n = np.maximum(np.asarray(n_nodes, np.int64), 1)
+        out = np.zeros(m.shape)
+        for a in np.unique(m):
+            sel = (m == a) & (r > 0)
+            if sel.any():
+                out[sel] = self._base_rate(int(a), r[sel], n[sel])
+        return out
+
+    def _base_rate(self, a: int, r: np.ndarray, n: np.ndarray) -> np.ndarray:
+        app = self.applications[a]
+        m0 = app.init_batch_size
+        batch = np.maximum(m0, app.min_local_bsz * r)
+        atomic, steps = split_batch(np.ceil(batch / r - 1e-8), r, m0, app.max_local_bsz)
+        sqr, var = app.grad_stats(r * atomic * (steps + 1), 0)
+        return goodput(self.theta[a], sqr, var, m0, np.minimum(n, r), r, atomic, steps)
+
+    def reference_rate(self, model_idx, ngpu) -> np.ndarray:
+        r = np.maximum(np.asarray(ngpu, np.int64), 1)
+        return self.rates(model_idx, r, -(-r // GPUS_PER_NODE))
+
+    def supported_counts(self, model) -> tuple[int, ...]:
+        return tuple(range(1, 65))
+
+    def restart_delay_s(self, model) -> float:
+        if isinstance(self.restart_s, Mapping):
+            return float(self.restart_s.get(model, POLLUX_RESTART_S))
+        return float(self.restart_s)

@@ -1,0 +1,123 @@
+"""Shared machinery of the policies of Pollux-model workloads (``pollux``, ``optimus``,
+``pollux-tiresias``; docs/goodput.md).
+
+Like the authors' simulator (petuum/adaptdl ``simulator/simulator.py``) they decide every
+``round_s`` = 60 s only (no arrival or completion triggers).  Between rounds the policy is woken at
+each job's next epoch boundary, keeps every placement and refreshes only the rate scales
+(:class:`~sim.goodput.jobmodel.JobModel`): gradient statistics, and for Pollux the batch size,
+change there.  The run's oracle must be a :class:`~sim.goodput.oracle.GoodputOracle`.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..goodput.jobmodel import JobModel
+from ..goodput.oracle import GoodputOracle
+from ..state import ROUND, Plan, SchedState
+from .base import Policy
+
+__all__ = ["GoodputPolicy", "most_free_placement", "csr_plan", "packed_counts", "keep_or_place", "current_pairs"]
+
+
+class GoodputPolicy(Policy):
+    """Base class: subclasses implement :meth:`decide` (a plan for a round)."""
+
+    triggers: ClassVar[int] = 0
+    #: the kind of workload the policy runs on: Pollux-model jobs with a GoodputOracle
+    workload_kind: ClassVar[str] = "goodput"
+    round_s: ClassVar[float | None] = 60.0
+    preemptive = True
+    #: choose batch sizes by goodput (Pollux) rather than the workload's batch
+    adaptive: ClassVar[bool] = False
+    #: application -> fixed global batch of its jobs
+    batch_override: ClassVar[dict[str, int]] = {}
+
+    def __init__(self, placement: str = "consolidated"):
+        super().__init__(placement)
+        self._jobs = None
+        self.model: JobModel | None = None
+        self._decided = False
+
+    def _start(self, state: SchedState) -> None:
+        if not isinstance(state.oracle, GoodputOracle):
+            raise ConfigError(f"policy {self.name} needs a Pollux-model workload (a GoodputOracle; "
+                              f"read the workload with sim.goodput.workload.read_goodput_workload)")
+        self._jobs = state.jobs
+        self.model = JobModel(state.oracle, state.jobs, self.adaptive, self.batch_override)
+        self._decided = False
+        self.reset(len(state.jobs))
+
+    def reset(self, n_jobs: int) -> None:
+        """Per-run memory of a subclass (arrays indexed by job id)."""
+
+    def schedule(self, state: SchedState) -> Plan:
+        if state.jobs is not self._jobs:
+            self._start(state)
+        epochs = self.model.begin(state)
+        if state.reasons & ROUND or not self._decided:
+            plan = self.decide(state, epochs)
+            self._decided = True
+        else:
+            plan = Plan(state.pl_indptr, state.pl_nodes, state.pl_counts)
+        return self.model.finish(state, plan)
+
+    def decide(self, state: SchedState, epochs: np.ndarray) -> Plan:
+        raise NotImplementedError
+
+
+def csr_plan(per_job: list[list[tuple[int, int]]]) -> Plan:
+    """A Plan from each active job's list of (node, GPUs)."""
+    sizes = np.array([len(p) for p in per_job], np.int64)
+    indptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    flat = [x for p in per_job for x in p]
+    nodes = np.array([n for n, _ in flat], np.int32)
+    counts = np.array([c for _, c in flat], np.int32)
+    return Plan(indptr, nodes, counts)
+
+
+def current_pairs(state: SchedState, i: int) -> list[tuple[int, int]]:
+    s = slice(int(state.pl_indptr[i]), int(state.pl_indptr[i + 1]))
+    return [(int(n), int(c)) for n, c in zip(state.pl_nodes[s], state.pl_counts[s]) if c]
+
+
+def most_free_placement(free: np.ndarray, want: int) -> list[tuple[int, int]]:
+    """Take ``want`` GPUs node by node, each time from the node with the most free GPUs (ties:
+    lowest index), as the authors' ``Counter.most_common(1)`` does; ``free`` is updated."""
+    out: dict[int, int] = {}
+    while want > 0:
+        node = int(np.argmax(free))
+        take = min(int(free[node]), want)
+        if take <= 0:
+            raise ConfigError(f"no free GPU left for a job wanting {want} more")
+        free[node] -= take
+        out[node] = out.get(node, 0) + take
+        want -= take
+    return sorted(out.items())
+
+
+def packed_counts(r: int, per_node: int) -> tuple[int, ...]:
+    """``r`` GPUs packed ``per_node`` to a node: (4, 4, 2) for 10 on 4-GPU nodes."""
+    full, rest = divmod(int(r), int(per_node))
+    return (per_node,) * full + ((rest,) if rest else ())
+
+
+def keep_or_place(state: SchedState, order: np.ndarray, want: np.ndarray) -> Plan:
+    """Jobs keeping their GPU count keep their placement; the others, in ``order``, take GPUs
+    from the most free nodes (the authors' Optimus and Tiresias placement)."""
+    k = state.active.shape[0]
+    per_job: list[list[tuple[int, int]]] = [[] for _ in range(k)]
+    free = state.cluster.node_gpus.astype(np.int64).copy()
+    keep = np.zeros(k, bool)
+    for i in range(k):
+        cur = current_pairs(state, i)
+        if want[i] > 0 and sum(c for _, c in cur) == want[i]:
+            per_job[i], keep[i] = cur, True
+            for n, c in cur:
+                free[n] -= c
+    for i in order:
+        if want[i] > 0 and not keep[i]:
+            per_job[i] = most_free_placement(free, int(want[i]))
+    return csr_plan(per_job)

@@ -1,0 +1,302 @@
+"""Pollux's allocation search (algorithms.md §5.5; petuum/adaptdl ``simulator/pollux.py``).
+
+A candidate allocation is a matrix ``X[j, n]`` of GPUs of job ``j`` on node ``n``.  Its value
+(:class:`PolluxProblem`) is the power mean, ``p`` = :data:`FITNESS_P` = -1, of the jobs' scaled
+speedups ``S_j(nodes, GPUs) * N / G`` (``N`` nodes, ``G`` GPUs; the speedup table is relative to
+the job's goodput at a fair share), each multiplied by the restart factor
+``max(age - restarts * delay, 0) / (age + delay)`` when its row differs from the current
+allocation; the second objective is the cluster utility ``sum_j S_j / (GPUs of the nodes in
+use)``.
+
+Two searches:
+
+* :func:`nsga2`: the authors' genetic search - NSGA-II (binary tournament on domination then
+  crowding, rank-and-crowding survival, duplicate elimination) with their operators: single-point
+  crossover over jobs; mutation that resets a job to its current allocation (p 0.1), zeroes
+  entries (p 0.1 of jobs, then 0.1 per entry) and raises entries on nodes with room; repair that
+  keeps one distributed job per node, caps GPUs per job and nodes per job
+  (:data:`MAX_NODES_PER_JOB`), and node capacity in job order.  Population and generations
+  default to theirs (100, 100); the population is seeded with the previous round's Pareto set
+  (jobs matched by id) or the current allocation; the answer is the Pareto member of best mean.
+* :func:`dp_search` (ours): the best GPU count per job by dynamic programming over jobs and
+  GPUs (a knapsack: the power mean with ``p = -1`` is a sum of ``1 / (s + 1e-3)`` to minimise),
+  each job either keeping its allocation or taking ``r`` GPUs packed on ``ceil(r / per_node)``
+  nodes with its restart factor; then a placement (kept jobs stay, others fill whole free nodes
+  first, then best fit, one distributed job per node) and, if placement had to shrink a job,
+  the same with only sizes that tile nodes (1, 2, 4, 8, ... on 4-GPU nodes), then
+  a short NSGA-II (:data:`POLISH`) seeded with those and the current allocation, which mends what
+  the packing assumption misses (fragmented nodes).  The DP is exact on the counts, O(jobs x GPUs^2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["PolluxProblem", "nsga2", "dp_search", "FITNESS_P", "FITNESS_EPS", "MAX_NODES_PER_JOB",
+           "POPULATION", "GENERATIONS"]
+
+FITNESS_P = -1.0          #: power-mean exponent (Pollux)
+FITNESS_EPS = 1e-3        #: added to each scaled speedup before the power mean (Pollux)
+MAX_NODES_PER_JOB = 16    #: the authors' repair: at most 16 nodes per job
+POPULATION = 100          #: the authors' pop_size
+GENERATIONS = 100         #: the authors' n_gen
+MUTATE_RESET_P = 0.1      #: mutation: reset a job's row to the current allocation
+MUTATE_ZERO_JOB_P = 0.1   #: mutation: pick a job whose entries may be zeroed ...
+MUTATE_ZERO_P = 0.1       #: ... each with this probability
+MAX_MATING_TRIES = 100    #: rounds of mating to find distinct offspring (pymoo's default)
+POLISH = (20, 10)         #: our search: population and generations of the NSGA-II polish
+
+
+@dataclass
+class PolluxProblem:
+    """One round's search problem; see the module docstring."""
+
+    speedup: np.ndarray       # [J, Nmax + 1, Rmax + 1] speedup tables (0 at 0 GPUs)
+    base: np.ndarray          # [J, N] current allocation
+    capacity: np.ndarray      # [N] GPUs per node
+    max_replicas: np.ndarray  # [J]
+    restart_factor: np.ndarray  # [J]
+
+    def __post_init__(self):
+        self.scale = self.base.shape[1] / float(self.capacity.sum())
+        self.jidx = np.arange(self.base.shape[0])
+
+    def speedups(self, states: np.ndarray) -> np.ndarray:
+        n = np.minimum(np.count_nonzero(states, axis=2), self.speedup.shape[1] - 1)
+        r = np.minimum(states.sum(axis=2), self.speedup.shape[2] - 1)
+        return self.speedup[self.jidx[None, :], n, r]
+
+    def values(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(power mean, cluster utility) of each state ``[P, J, N]``."""
+        sp = self.speedups(states)
+        scaled = sp * self.scale
+        moved = np.any(states != self.base[None], axis=2)
+        scaled = scaled * np.where(moved, self.restart_factor[None, :], 1.0)
+        if states.shape[1] == 0:
+            return np.zeros(states.shape[0]), np.zeros(states.shape[0])
+        mean = np.mean((scaled + FITNESS_EPS) ** FITNESS_P, axis=1) ** (1.0 / FITNESS_P)
+        in_use = (np.any(states > 0, axis=1) * self.capacity[None]).sum(axis=1)
+        util = np.where(in_use > 0, sp.sum(axis=1) / np.maximum(in_use, 1), 0.0)
+        return mean, util
+
+    # -- the authors' operators ----------------------------------------------
+    def repair(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        s = states.copy()
+        dist = np.count_nonzero(s, axis=2) > 1
+        clash = np.cumsum((s * dist[:, :, None]) > 0, axis=1) > 1
+        s[clash] = 0
+        shuffle = np.argsort(rng.random(s.shape), axis=2)
+        s = np.take_along_axis(s, shuffle, axis=2)
+        s = np.diff(np.minimum(np.cumsum(s, axis=2), self.max_replicas[None, :, None]), axis=2, prepend=0)
+        keep = np.diff(np.minimum(np.cumsum(s > 0, axis=2), MAX_NODES_PER_JOB), axis=2, prepend=0)
+        s[keep == 0] = 0
+        s = np.take_along_axis(s, np.argsort(shuffle, axis=2), axis=2)
+        return np.diff(np.minimum(np.cumsum(s, axis=1), self.capacity[None, None, :]), axis=1, prepend=0)
+
+    def mutate(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        p, j, _ = states.shape
+        s = np.where((rng.random((p, j)) < MUTATE_RESET_P)[:, :, None], self.base[None], states)
+        prob = np.where(rng.random((p, j)) < MUTATE_ZERO_JOB_P, MUTATE_ZERO_P, 0.0)
+        s = np.where(rng.random(s.shape) < prob[:, :, None], 0, s)
+        free = self.capacity[None, :] - s.sum(axis=1)                       # [P, N]
+        fits = np.broadcast_to((free >= 1)[:, None, :], s.shape)
+        p1 = fits / np.maximum(fits.sum(axis=1, keepdims=True), 1.0)
+        has = (s > 0) & fits
+        p2 = has / np.maximum(has.sum(axis=1, keepdims=True), 1.0)
+        m = rng.random(s.shape) < p1 + p2 - p1 * p2
+        high = np.broadcast_to(self.capacity[None, None, :] + 1, s.shape)
+        r = rng.integers(np.minimum(s, high - 1), high)
+        return np.where(m, r, s)
+
+    def crossover(self, a: np.ndarray, b: np.ndarray, rng: np.random.Generator):
+        cut = np.arange(a.shape[1])[None, :] < rng.integers(a.shape[1], size=(a.shape[0], 1))
+        return np.where(cut[:, :, None], b, a), np.where(cut[:, :, None], a, b)
+
+
+# -- NSGA-II -----------------------------------------------------------------
+def _fronts(f: np.ndarray) -> np.ndarray:
+    """Non-domination rank of each row of ``f`` (minimisation)."""
+    le = np.all(f[:, None, :] <= f[None, :, :], axis=2)
+    lt = np.any(f[:, None, :] < f[None, :, :], axis=2)
+    dom = le & lt                                  # dom[a, b]: a dominates b
+    rank = np.full(f.shape[0], -1)
+    count = dom.sum(axis=0)                        # how many dominate each
+    cur = count == 0
+    r = 0
+    while cur.any():
+        rank[cur] = r
+        count = count - dom[cur].sum(axis=0)
+        count[rank >= 0] = -1
+        cur = count == 0
+        r += 1
+    return rank
+
+
+def _crowding(f: np.ndarray) -> np.ndarray:
+    n = f.shape[0]
+    if n <= 2:
+        return np.full(n, np.inf)
+    d = np.zeros(n)
+    for k in range(f.shape[1]):
+        o = np.argsort(f[:, k], kind="stable")
+        span = f[o[-1], k] - f[o[0], k]
+        d[o[0]] = d[o[-1]] = np.inf
+        if span > 0:
+            d[o[1:-1]] += (f[o[2:], k] - f[o[:-2], k]) / span
+    return d
+
+
+def _survive(f: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rank = _fronts(f)
+    crowd = np.zeros(f.shape[0])
+    for r in np.unique(rank):
+        sel = rank == r
+        crowd[sel] = _crowding(f[sel])
+    order = np.lexsort((-crowd, rank))[:size]
+    return order, rank[order], crowd[order]
+
+
+def _tournament(rank, crowd, f, n: int, rng) -> np.ndarray:
+    a, b = rng.integers(rank.shape[0], size=(2, n))
+    le = np.all(f[a] <= f[b], axis=1) & np.any(f[a] < f[b], axis=1)
+    ge = np.all(f[b] <= f[a], axis=1) & np.any(f[b] < f[a], axis=1)
+    pick = np.where(le, a, np.where(ge, b, np.where(crowd[a] > crowd[b], a,
+                                                     np.where(crowd[b] > crowd[a], b,
+                                                              np.where(rng.random(n) < 0.5, a, b)))))
+    return pick
+
+
+def _objectives(problem: PolluxProblem, states: np.ndarray) -> np.ndarray:
+    mean, util = problem.values(states)
+    return np.column_stack([-mean, -util])
+
+
+def _unique_new(cand: np.ndarray, seen: set) -> list[int]:
+    out = []
+    for i, s in enumerate(cand):
+        key = s.tobytes()
+        if key not in seen:
+            seen.add(key)
+            out.append(i)
+    return out
+
+
+def nsga2(problem: PolluxProblem, init: np.ndarray, rng: np.random.Generator,
+          population: int = POPULATION, generations: int = GENERATIONS):
+    """The authors' NSGA-II; returns (Pareto states [K, J, N], their objectives [K, 2])."""
+    pop = problem.repair(init, rng)
+    seen: set = set()
+    pop = pop[_unique_new(pop, seen)]
+    f = _objectives(problem, pop)
+    keep, rank, crowd = _survive(f, population)
+    pop, f = pop[keep], f[keep]
+    for _ in range(generations - 1):
+        kids = []
+        n_kids = 0
+        for _try in range(MAX_MATING_TRIES):
+            half = -(-(population - n_kids) // 2)
+            pa = _tournament(rank, crowd, f, half, rng)
+            pb = _tournament(rank, crowd, f, half, rng)
+            c1, c2 = problem.crossover(pop[pa], pop[pb], rng)
+            cand = problem.repair(problem.mutate(np.concatenate([c1, c2]), rng), rng)
+            new = cand[_unique_new(cand, seen)]
+            kids.append(new)
+            n_kids += new.shape[0]
+            if n_kids >= population:
+                break
+        off = np.concatenate(kids)[:population] if kids else pop[:0]
+        merged = np.concatenate([pop, off])
+        fm = np.concatenate([f, _objectives(problem, off)])
+        keep, rank, crowd = _survive(fm, population)
+        pop, f = merged[keep], fm[keep]
+    best = rank == 0
+    return pop[best], f[best]
+
+
+# -- our search ----------------------------------------------------------------
+def _job_values(problem: PolluxProblem, per_node: int, budget: int) -> np.ndarray:
+    """v[j, r]: 1 / (scaled speedup + eps) of job j with r GPUs packed and restarted."""
+    r = np.arange(budget + 1)
+    n = np.minimum(-(-r // per_node), problem.speedup.shape[1] - 1)
+    rr = np.minimum(r, problem.speedup.shape[2] - 1)
+    sp = problem.speedup[:, n, rr] * problem.scale * problem.restart_factor[:, None]
+    sp = np.where(r[None, :] <= problem.max_replicas[:, None], sp, -1.0)
+    return np.where(sp >= 0, 1.0 / (np.maximum(sp, 0.0) + FITNESS_EPS), np.inf)
+
+
+def _dp_counts(problem: PolluxProblem, per_node: int, packable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """GPUs per job (and whether it keeps its allocation) minimising sum 1/(s + eps); with
+    ``packable``, new allocations only of sizes that tile nodes (divisors and multiples of
+    ``per_node``), so that the placement never has to split a job."""
+    g = int(problem.capacity.sum())
+    j = problem.base.shape[0]
+    v = _job_values(problem, per_node, g)                                  # [J, G + 1]
+    if packable:
+        r = np.arange(g + 1)
+        tiles = (r == 0) | ((r <= per_node) & (per_node % np.maximum(r, 1) == 0)) | (r % per_node == 0)
+        v[:, ~tiles] = np.inf
+    base_r = problem.base.sum(axis=1)
+    base_n = np.count_nonzero(problem.base, axis=1)
+    keep_v = 1.0 / (problem.speedup[problem.jidx, np.minimum(base_n, problem.speedup.shape[1] - 1),
+                                    np.minimum(base_r, problem.speedup.shape[2] - 1)] * problem.scale
+                    + FITNESS_EPS)
+    keep_better = keep_v <= v[problem.jidx, base_r]
+    v[problem.jidx, base_r] = np.minimum(v[problem.jidx, base_r], keep_v)
+    f = np.zeros(g + 1)
+    choice = np.zeros((j, g + 1), np.int64)
+    idx = np.arange(g + 1)
+    for k in range(j):
+        # cand[a, r] = f[a - r] + v[k, r]
+        prev = np.where(idx[:, None] >= idx[None, :], f[np.maximum(idx[:, None] - idx[None, :], 0)], np.inf)
+        cand = prev + v[k][None, :]
+        choice[k] = np.argmin(cand, axis=1)
+        f = cand[idx, choice[k]]
+    counts = np.zeros(j, np.int64)
+    a = g
+    for k in range(j - 1, -1, -1):
+        counts[k] = choice[k, a]
+        a -= counts[k]
+    keep = (counts == base_r) & keep_better
+    return counts, keep
+
+
+def _place(problem: PolluxProblem, counts: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """A placement of the counts: kept jobs stay, the others (largest first) fill whole free nodes,
+    then the best-fitting node, at most one distributed job per node; shrinks what does not fit."""
+    x = np.where(keep[:, None], problem.base, 0)
+    free = problem.capacity - x.sum(axis=0)
+    dist_on = np.any(x[np.count_nonzero(x, axis=1) > 1] > 0, axis=0)
+    for k in np.argsort(-counts, kind="stable"):
+        need = int(counts[k]) if not keep[k] else 0
+        if need <= 0:
+            continue
+        fit = np.flatnonzero(free >= need)
+        if fit.size:
+            node = fit[np.argmin(free[fit])]
+            x[k, node], free[node] = need, free[node] - need
+            continue
+        ok = np.flatnonzero((free > 0) & ~dist_on)
+        ok = ok[np.argsort(-free[ok], kind="stable")][:MAX_NODES_PER_JOB]
+        take = np.minimum(free[ok], np.maximum(need - np.concatenate([[0], np.cumsum(free[ok])[:-1]]), 0))
+        take = take[take > 0]
+        nodes = ok[:take.shape[0]]
+        x[k, nodes] = take
+        free[nodes] -= take
+        if nodes.shape[0] > 1:
+            dist_on[nodes] = True
+    return x
+
+
+def dp_search(problem: PolluxProblem, per_node: int, rng: np.random.Generator | None = None,
+              polish: tuple[int, int] = POLISH) -> np.ndarray:
+    """Our search (module docstring); returns one state [J, N].  The DP's answer, its placement
+    and the current allocation seed a short NSGA-II (``polish`` = (population, generations);
+    (0, 0) skips it) that repairs what the packing assumption missed."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    xs = [_place(problem, *_dp_counts(problem, per_node, packable)) for packable in (False, True)]
+    cands = np.stack(xs + [problem.repair(problem.base[None], rng)[0]])
+    if polish[0] > 0 and polish[1] > 0:
+        states, _ = nsga2(problem, cands, rng, polish[0], polish[1])
+        cands = np.concatenate([cands, states])
+    return cands[int(np.argmax(problem.values(cands)[0]))]

@@ -1,0 +1,63 @@
+"""Plain-Python references of the Gavel round kernels (sim/policies/gavel_kernels.py): the
+code the kernels replaced, one job at a time."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def select_jobs_reference(order, queues, thr, pri, scale, left, skip_zero_priority):
+    left = np.array(left, np.int64)
+    chosen = np.full(scale.shape[0], -1, np.int64)
+    for t in order:
+        queue = queues[t]
+        ok = (thr[queue, t] > 0) & ((pri[queue, t] > 0) | (not skip_zero_priority))
+        for i in queue[ok]:
+            if left[t] == 0:
+                break
+            if chosen[i] < 0 and scale[i] <= left[t]:
+                chosen[i] = t
+                left[t] -= scale[i]
+    return chosen
+
+
+def assign_workers_reference(order, chosen, scale, placeable, prev_type, pl_indptr, pl_nodes,
+                             pl_counts, node_type, node_gpus):
+    """(owner, nodes, counts, lease extensions), or None when a type runs out of GPUs."""
+    free = np.asarray(node_gpus, np.int64).copy()
+    nodes, counts, owner, kept_total = [], [], [], 0
+    for t in order:
+        jobs = np.flatnonzero(chosen == t)
+        jobs = jobs[np.argsort(-scale[jobs], kind="stable")]
+        servers = np.flatnonzero(node_type == t)
+        ptr = 0
+        for sf in np.unique(scale[jobs])[::-1]:
+            group = jobs[scale[jobs] == sf]
+            kept = set()
+            for i in group[prev_type[group] == t]:
+                pn = pl_nodes[pl_indptr[i]:pl_indptr[i + 1]]
+                pc = pl_counts[pl_indptr[i]:pl_indptr[i + 1]]
+                if np.all(free[pn] >= pc):
+                    free[pn] -= pc
+                    nodes += list(pn)
+                    counts += list(pc)
+                    owner += [i] * len(pn)
+                    kept.add(int(i))
+                    kept_total += 1
+            for i in group:
+                if int(i) in kept or not placeable[i]:
+                    continue
+                need = int(sf)
+                while need > 0:
+                    if ptr >= servers.size:
+                        return None
+                    node = servers[ptr]
+                    take = min(need, int(free[node]))
+                    if take:
+                        free[node] -= take
+                        nodes.append(int(node))
+                        counts.append(take)
+                        owner.append(int(i))
+                        need -= take
+                    if free[node] == 0:
+                        ptr += 1
+    return np.asarray(owner, np.int64), np.asarray(nodes), np.asarray(counts), kept_total

@@ -1,0 +1,101 @@
+"""Policies of Pollux-model workloads (pollux, optimus, pollux-tiresias) on the toy profile: runs
+finish, the C engine agrees with the reference engine job by job, and hand-worked decisions."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from goodput_helpers import random_rows, write_profile, write_workload
+from reference_engine import reference_run
+from sim.cluster import cluster_from_groups
+from sim.engine import EngineConfig, job_specs, run_jobs
+from sim.errors import ConfigError
+from sim.goodput.workload import read_goodput_workload
+from sim.policies import get_policy, list_policies
+
+GOODPUT = sorted(p for p in list_policies()
+                 if getattr(type(get_policy(p)), "workload_kind", None) == "goodput")
+SMALL = {"pollux": {"population": 12, "generations": 6}}
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    d = tmp_path_factory.mktemp("goodput")
+    write_profile(d / "profiles")
+    wl = write_workload(d / "w.csv", random_rows(12, seed=4))
+    return read_goodput_workload(wl, d / "profiles")
+
+
+def _cluster():
+    return cluster_from_groups("two", [{"count": 2, "gpus": 4, "type": "t4"}])
+
+
+def test_the_family_is_registered():
+    assert {"pollux", "optimus", "pollux-tiresias"} <= set(GOODPUT)
+
+
+@pytest.mark.parametrize("name", GOODPUT)
+def test_engine_matches_reference(name, toy):
+    table, oracle = toy
+    jobs = job_specs(table, oracle)
+    cluster = _cluster()
+    params = SMALL.get(name, {})
+    res = run_jobs(cluster, jobs, get_policy(name, **params), oracle, EngineConfig())
+    ref = reference_run(cluster, jobs, get_policy(name, **params), oracle, get_policy(name).round_s)
+    assert np.isfinite(res.finish).all()
+    np.testing.assert_allclose(res.finish, ref["finish"], rtol=1e-9, atol=1e-6)
+    np.testing.assert_array_equal(res.restarts, ref["restarts"])
+
+
+def test_pollux_dp_search_runs(toy):
+    table, oracle = toy
+    res = run_jobs(_cluster(), job_specs(table, oracle), get_policy("pollux", search="dp"), oracle,
+                   EngineConfig())
+    assert np.isfinite(res.finish).all()
+
+
+def test_goodput_policy_needs_a_goodput_oracle():
+    from engine_helpers import LinearOracle, small_cluster, specs
+    jobs = specs(np.zeros(1), [1], [10.0], [0])
+    with pytest.raises(ConfigError, match="Pollux-model workload"):
+        run_jobs(small_cluster(), jobs, get_policy("optimus"), LinearOracle(), EngineConfig())
+
+
+def test_pollux_tiresias_runs_in_queue_order_without_blocking(tmp_path):
+    # 4 GPUs; A (4 GPUs) runs, B (2) waits, C (1) waits: nothing fits until A ends;
+    # then B and C run side by side
+    write_profile(tmp_path / "p")
+    wl = write_workload(tmp_path / "w.csv", [("a", 0, "toy", 4, 16), ("b", 1, "toy", 2, 16),
+                                            ("c", 2, "toy", 1, 8)])
+    table, oracle = read_goodput_workload(wl, tmp_path / "p")
+    cluster = cluster_from_groups("one", [{"count": 1, "gpus": 4, "type": "t4"}])
+    res = run_jobs(cluster, job_specs(table, oracle), get_policy("pollux-tiresias"), oracle, EngineConfig())
+    assert res.first_start[0] == 0.0
+    assert res.first_start[1] == res.first_start[2] > res.first_start[0]
+    assert res.first_start[1] >= res.finish[0]
+    assert res.first_start[1] % 60.0 == 0.0          # decided at a round
+
+
+def test_optimus_gives_the_spare_gpu_to_the_largest_marginal_gain(tmp_path):
+    # one node of 4 GPUs, two jobs arriving together; each gets 1 GPU, the other 2 go one at a time
+    write_profile(tmp_path / "p")
+    wl = write_workload(tmp_path / "w.csv", [("a", 0, "toy", 1, 16), ("b", 0, "toy", 1, 8)])
+    table, oracle = read_goodput_workload(wl, tmp_path / "p")
+    cluster = cluster_from_groups("one", [{"count": 1, "gpus": 4, "type": "t4"}])
+    pol = get_policy("optimus")
+    res = run_jobs(cluster, job_specs(table, oracle), pol, oracle, EngineConfig())
+    # job b (batch 8) can use at most 8 // 4 = 2 GPUs, job a (16) at most 4
+    assert np.isfinite(res.finish).all()
+    assert pol.max_replicas(0) == 4 and pol.max_replicas(1) == 2
+
+
+def test_run_reads_a_pollux_workload_with_its_profiles(tmp_path, monkeypatch):
+    # the clustersim run path: a Pollux CSV, profiles found through CLUSTERSIM_SHARED_DATA
+    write_profile(tmp_path / "data" / "profiles" / "pollux")
+    wl = write_workload(tmp_path / "w.csv", random_rows(5, seed=1))
+    monkeypatch.setenv("CLUSTERSIM_SHARED_DATA", str(tmp_path / "data"))
+    from sim.scenario import Scenario
+    sc = Scenario(cluster="pollux-64", workload=str(wl), policies=("pollux-tiresias", "optimus"))
+    results = sc.run()
+    assert all(np.isfinite(r.finish).all() for r in results.values())
+    assert sc.build()[0].total_gpus == 64

@@ -1,0 +1,83 @@
+"""Pollux's objective and searches (sim.policies.pollux_search): hand-worked toy cases."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.policies.pollux_search import FITNESS_EPS, PolluxProblem, dp_search, nsga2
+
+
+def _problem(base, speedups, factor, capacity=(4,), max_replicas=None):
+    base = np.asarray(base, np.int64)
+    j = base.shape[0]
+    tab = np.zeros((j, 2, 5))
+    for k, s in enumerate(speedups):          # s[r] at r = 0..4, one node
+        tab[k, 1, :] = s
+    cap = np.asarray(capacity, np.int64)
+    mr = np.full(j, 4) if max_replicas is None else np.asarray(max_replicas)
+    return PolluxProblem(tab, base, cap, mr, np.asarray(factor, float))
+
+
+def test_power_mean_and_restart_penalty_by_hand():
+    # one node of 4 GPUs, scale N / G = 1 / 4; job 0 holds 2 GPUs, job 1 none
+    s0 = [0, 1.0, 1.8, 2.4, 2.8]
+    s1 = [0, 1.0, 1.9, 2.7, 3.4]
+    # restart factor of job 0: age 90 s, 1 restart, delay 30 s: (90 - 30) / (90 + 30) = 0.5
+    p = _problem([[2], [0]], [s0, s1], [0.5, 1.0])
+    keep = np.array([[[2], [2]]])              # job 0 keeps 2, job 1 gets 2 (it moved: factor 1)
+    mean, util = p.values(keep)
+    a, b = 1.8 / 4, 1.9 / 4
+    assert mean[0] == pytest.approx(1 / (((a + FITNESS_EPS) ** -1 + (b + FITNESS_EPS) ** -1) / 2))
+    assert util[0] == pytest.approx((1.8 + 1.9) / 4)
+    moved = np.array([[[1], [3]]])             # job 0 shrinks to 1: its speedup is halved
+    mean2, _ = p.values(moved)
+    a2, b2 = 0.5 * 1.0 / 4, 2.7 / 4
+    assert mean2[0] == pytest.approx(1 / (((a2 + FITNESS_EPS) ** -1 + (b2 + FITNESS_EPS) ** -1) / 2))
+    assert mean[0] > mean2[0]
+
+
+def test_two_job_optimum_known_by_hand():
+    # nobody holds GPUs; job 0 scales linearly, job 1 not at all beyond 1 GPU:
+    # the best split of 4 GPUs is 3 + 1 (sum of 1/s smallest: 1/(3/4) + 1/(1/4))
+    s0 = [0, 1, 2, 3, 4]
+    s1 = [0, 1, 1, 1, 1]
+    p = _problem([[0], [0]], [s0, s1], [1.0, 1.0])
+    x = dp_search(p, per_node=4)
+    assert x[:, 0].tolist() == [3, 1]
+    states, f = nsga2(p, p.base[None], np.random.default_rng(0), population=20, generations=20)
+    best = states[np.argmin(f[:, 0])]
+    assert best[:, 0].tolist() == [3, 1]
+    assert -f[:, 0].min() == pytest.approx(p.values(x[None])[0][0])
+
+
+def test_restart_penalty_keeps_a_young_job_in_place():
+    # job 0 holds 2 GPUs and just restarted (factor 0): moving it kills its term, so it keeps 2
+    s = [0, 1, 2, 3, 4]
+    p = _problem([[2], [0]], [s, s], [0.0, 1.0])
+    x = dp_search(p, per_node=4)
+    assert x[0, 0] == 2 and x[1, 0] == 2
+
+
+def test_repair_enforces_capacity_caps_and_one_distributed_job_per_node():
+    tab = np.ones((2, 3, 9))
+    p = PolluxProblem(tab, np.zeros((2, 2), np.int64), np.array([4, 4]), np.array([8, 3]), np.ones(2))
+    bad = np.array([[[4, 4], [4, 4]]])
+    fixed = p.repair(bad, np.random.default_rng(1))[0]
+    assert (fixed.sum(axis=0) <= 4).all()
+    assert fixed[1].sum() <= 3
+    assert ((fixed > 0).sum(axis=1) > 1).sum() <= 1 or (fixed[:, 0] > 0).sum() <= 1
+
+
+def test_dp_reaches_nsga2_value_on_random_problems():
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        j, n = 6, 4
+        r = np.arange(17)
+        tab = np.zeros((j, n + 1, 17))
+        for k in range(j):
+            e = rng.uniform(0.3, 1.0)
+            tab[k, 1:, 1:] = (r[1:] ** e)[None, :] * (0.9 ** np.arange(n))[:, None]
+        p = PolluxProblem(tab, np.zeros((j, n), np.int64), np.full(n, 4), np.full(j, 16), np.ones(j))
+        x = dp_search(p, per_node=4)
+        _, f = nsga2(p, p.base[None], np.random.default_rng(0), population=30, generations=30)
+        assert p.values(x[None])[0][0] >= 0.99 * -f[:, 0].min()

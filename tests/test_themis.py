@@ -1,0 +1,101 @@
+"""Themis (sim/policies/themis.py): finish-time fairness, leases, partial-allocation auctions."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine_helpers import LinearOracle, specs
+from sim.cluster import Cluster
+from sim.engine import EngineConfig, simulate
+from sim.errors import ConfigError
+from sim.metrics import summary
+from sim.policies import get_policy
+from sim.policies.themis import greedy_auction, partial_fractions
+from sim.presets import load_cluster
+from sim.state import SchedState
+from sim.throughput import default_oracle
+from sim.workload import generate_workload
+
+
+def _cluster(gpus):
+    n = len(gpus)
+    return Cluster(name="toy", gpu_types=("slow",), node_gpus=np.asarray(gpus, np.int32),
+                   node_type=np.zeros(n, np.int32), node_speed=np.ones(n),
+                   intra_bw_gbps=np.full(n, 100.0), inter_bw_gbps=np.full(n, 10.0))
+
+
+def _state(cluster, jobs, now, running, remaining):
+    """running: {job id: node} (one GPU each); every job of ``jobs`` active."""
+    active = np.arange(len(jobs), dtype=np.int64)
+    lens = [1 if j in running else 0 for j in active]
+    return SchedState(now=now, reasons=1, cluster=cluster, jobs=jobs, active=active,
+                      ngpu=np.asarray(lens, np.int32), remaining=np.asarray(remaining, float),
+                      attained_gpu_s=np.zeros(active.size), run_s=np.zeros(active.size),
+                      queued_since=np.zeros(active.size),
+                      pl_indptr=np.r_[0, np.cumsum(lens)].astype(np.int64),
+                      pl_nodes=np.asarray([running[j] for j in active if j in running], np.int32),
+                      pl_counts=np.ones(len(running), np.int32), oracle=LinearOracle())
+
+
+def _placed(plan):
+    return {i: int(plan.nodes[plan.indptr[i]]) for i in range(plan.indptr.size - 1)
+            if plan.indptr[i + 1] > plan.indptr[i]}
+
+
+def test_auction_and_partial_allocation_by_hand():
+    # one GPU, two bidders with gains 2 and 1: the first wins; without it the second would
+    # have won (gain 1), so the winner's share is exp(0 - 1)
+    gain, demand, free = np.array([[2.0], [1.0]]), np.array([1, 1]), np.array([1])
+    won = greedy_auction(gain, demand, free)
+    assert won.tolist() == [0, -1]
+    assert partial_fractions(gain, demand, free, won) == pytest.approx([math.exp(-1.0), 1.0])
+    # two types: the larger gain takes its type first, the other bidder the other type
+    won = greedy_auction(np.array([[3.0, 1.0], [2.5, 2.0]]), np.array([1, 1]), np.array([1, 1]))
+    assert won.tolist() == [0, 1]
+
+
+def test_two_jobs_one_gpu_by_hand():
+    # one GPU at 1 it/s, A and B at t=0 with 1200 iterations each: N = 2, isolated rate 0.5,
+    # T_id = 2400 s.  rho_none = (600 + 2400) / 2400 = 1.25, rho_run = 1200 / 2400 = 0.5 for
+    # both; f = 0: both bid, A wins the tie (by id).  Without A, B would gain log 2.5, so A's
+    # share is 1 / 2.5: a lease of 240 s.  At t = 240 (A: 960 left): rho_none A = (240 + 600
+    # + 1920) / 2400 = 1.15, rho_run A = 1200 / 2400 = 0.5; B: 1.35 and 0.6.  A's gain log 2.3
+    # beats B's log 2.25: A keeps its GPU for 600 / 2.25 s.
+    cluster, jobs = _cluster([1]), specs([0.0, 0.0], [1, 1], [1200.0, 1200.0], delay=0.0)
+    pol = get_policy("themis", fairness_knob=0.0)
+    p = pol.schedule(_state(cluster, jobs, 0.0, {}, [1200.0, 1200.0]))
+    assert _placed(p) == {0: 0} and p.wakeup == pytest.approx(240.0)
+    p = pol.schedule(_state(cluster, jobs, 240.0, {0: 0}, [960.0, 1200.0]))
+    assert _placed(p) == {0: 0} and p.wakeup == pytest.approx(240.0 + 600.0 / 2.25)
+
+
+def test_default_knob_one_bidder_and_leftovers():
+    # two GPUs, three one-GPU jobs, f = 0.8: ceil(0.2 * 3) = 1 bidder (the worst rho; all
+    # tie, so job 0), alone in its auction: share 1, a 600 s lease.  The GPU left over goes to
+    # the next job by rho (job 1), work-conserving; job 2 waits.
+    cluster, jobs = _cluster([2]), specs([0.0] * 3, [1] * 3, [1000.0] * 3, delay=0.0)
+    pol = get_policy("themis")
+    p = pol.schedule(_state(cluster, jobs, 0.0, {}, [1000.0] * 3))
+    assert set(_placed(p)) == {0, 1} and p.wakeup == pytest.approx(600.0)
+    # at t = 100 (an arrival, say) both leases hold: nothing moves
+    p = pol.schedule(_state(cluster, jobs, 100.0, {0: 0, 1: 0}, [900.0, 900.0, 1000.0]))
+    assert set(_placed(p)) == {0, 1}
+
+
+def test_runs_gavel_trace_to_completion_and_is_fairer_than_fifo():
+    cluster = load_cluster("gavel-108")
+    jobs = generate_workload(120, 20.0, 3)
+    res = {n: summary(simulate(cluster, jobs, get_policy(n), default_oracle()))
+           for n in ("themis", "fifo")}
+    assert res["themis"]["n_jobs"] == 120 and np.isfinite(res["themis"]["avg_jct_s"])
+    assert res["themis"]["max_rho"] <= res["fifo"]["max_rho"]
+
+
+def test_bad_parameters():
+    for kw in ({"lease_s": 0}, {"lease_s": "x"}, {"fairness_knob": 1.0}, {"fairness_knob": -0.1}):
+        with pytest.raises(ConfigError, match="themis"):
+            get_policy("themis", **kw)
+    assert get_policy("themis").params() == {"placement": "consolidated", "lease_s": 600.0,
+                                             "fairness_knob": 0.8}
