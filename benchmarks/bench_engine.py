@@ -191,7 +191,7 @@ def busiest_state(nodes: int, policy: str):
     from sim.throughput import default_oracle
     cell = _cell(nodes, policy=policy)
     cluster, oracle = _cluster(cell), default_oracle()
-    table, _ = build_workload(cell, cluster, oracle)
+    table, _, oracle = build_workload(cell, cluster, oracle)
     cap = _Capture(get_policy(policy), float(table.arrival_s.max()))
     try:
         simulate(cluster, table, cap, oracle)

@@ -19,7 +19,7 @@ Setup (every choice ours [I]; docs/eghs.md explains them):
   heterogeneity-aware LAS (``gavel-max-min-fairness-perf``, rigid); ``eghs-logits``: EGHS
   with entropy from a synthetic logits trace instead of the surrogate;
 * metrics: average JCT and makespan per run; per seed the ratio to the twin on the same
-  workload; mean ratio with a paired bootstrap 95% interval over seeds.
+  workload; geometric-mean ratio with a 95% paired bootstrap interval over seeds (sim.stats).
 
 Outputs (``--out``, default ``scalability/results/eghs2``): ``runs.csv`` (one row per run),
 ``summary.csv`` (ratios with CIs), ``timing.json`` and ``relative_to_twin.png``.  Usage::
@@ -27,6 +27,7 @@ Outputs (``--out``, default ``scalability/results/eghs2``): ``runs.csv`` (one ro
     python scalability/eghs_experiment.py --quick          # a minute: 64 nodes, 2 seeds
     python scalability/eghs_experiment.py                  # the documented sizes
     python scalability/eghs_experiment.py --report         # markdown tables of --out
+    python scalability/eghs_experiment.py --summarize      # summary.csv and plot again from runs.csv
 """
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ from sim.learning.spec import LearningSpec
 from sim.learning.surrogate import load_surrogate
 from sim.learning.world import LearningWorld
 from sim.metrics import summary
+from sim.stats import paired_ratios
 from sim.policies import get_policy
 from sim.throughput import TableThroughput
 from sim.workload import generate_workload
@@ -151,32 +153,19 @@ def run_one(task: dict) -> dict:
     return row
 
 
-def bootstrap_ci(x: np.ndarray, n_boot: int = 10000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile interval of the mean of x (per-seed paired ratios) by resampling seeds."""
-    if x.size < 2:
-        return math.nan, math.nan
-    rng = np.random.Generator(np.random.PCG64(seed))
-    means = x[rng.integers(0, x.size, (n_boot, x.size))].mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
-
-
 def ratios(rows: list[dict], ref: str = REFERENCE) -> list[dict]:
-    """Per (workload, nodes, variant, metric): mean per-seed ratio to ``ref``, bootstrap CI."""
+    """Per (workload, nodes, variant, metric): ratio to ``ref`` over paired seeds (geometric
+    mean) with its 95% paired bootstrap interval (sim.stats)."""
     out = []
-    for wk, nodes in sorted({(r["workload"], r["nodes"]) for r in rows}):
-        sub = [r for r in rows if r["workload"] == wk and r["nodes"] == nodes]
-        base = {r["seed"]: r for r in sub if r["variant"] == ref}
-        for v in [v for v in VARIANTS if any(r["variant"] == v for r in sub)]:
-            for metric in ("avg_jct_s", "makespan_s"):
-                rs = np.array([r[metric] / base[r["seed"]][metric] for r in sub
-                               if r["variant"] == v and r["seed"] in base])
-                if rs.size == 0:
-                    continue
-                lo, hi = bootstrap_ci(rs)
-                out.append({"workload": wk, "nodes": nodes, "variant": v, "metric": metric,
-                            "n_seeds": int(rs.size), "ratio_mean": float(rs.mean()), "ci95_lo": lo,
-                            "ci95_hi": hi, "change_pct": 100 * (float(rs.mean()) - 1)})
-    return out
+    for metric in ("avg_jct_s", "makespan_s"):
+        for r in paired_ratios(rows, group=("workload", "nodes"), treatment="variant", baseline=ref,
+                               metric=metric):
+            out.append({"workload": r["workload"], "nodes": r["nodes"], "variant": r["variant"],
+                        "metric": metric, "n_seeds": r["n"], "ratio_mean": r["ratio"],
+                        "ci95_lo": r["low"], "ci95_hi": r["high"], "change_pct": r["change_pct"]})
+    rank = {v: i for i, v in enumerate(VARIANTS)}
+    return sorted(out, key=lambda r: (r["workload"], r["nodes"], rank.get(r["variant"], len(rank)),
+                                      r["metric"]))
 
 
 def _write_csv(rows: list[dict], path: Path) -> None:
@@ -253,6 +242,13 @@ def markdown(out: Path) -> str:
     return "\n".join(lines)
 
 
+def summarize(rows: list[dict], out: Path) -> None:
+    """summary.csv (ratios with CIs) and relative_to_twin.png from the runs."""
+    summ = ratios(rows)
+    _write_csv(summ, out / "summary.csv")
+    _plots(summ, out)
+
+
 def tasks_for(args) -> list[dict]:
     base = {"duration_scale": args.duration_scale, "round_s": args.round_s}
     tasks = []
@@ -281,9 +277,15 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="64 nodes, main workload, 2 seeds")
     ap.add_argument("--report", action="store_true", help="print the results in --out as markdown")
+    ap.add_argument("--summarize", action="store_true",
+                    help="run nothing: ratios, CIs and the plot again from --out/runs.csv")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "eghs2")
     args = ap.parse_args(argv)
     if args.report:
+        print(markdown(args.out))
+        return 0
+    if args.summarize:
+        summarize(_read_csv(args.out / "runs.csv"), args.out)
         print(markdown(args.out))
         return 0
     if args.quick:
@@ -304,9 +306,7 @@ def main(argv=None) -> int:
             _write_csv(rows, args.out / "runs.csv")
     rows.sort(key=lambda r: (r["workload"], r["nodes"], r["seed"], r["variant"]))
     _write_csv(rows, args.out / "runs.csv")
-    summ = ratios(rows)
-    _write_csv(summ, args.out / "summary.csv")
-    _plots(summ, args.out)
+    summarize(rows, args.out)
     (args.out / "timing.json").write_text(json.dumps(
         {"total_wall_s": time.time() - t0, "workers": args.workers, "sizes": args.sizes,
          "workloads": args.workloads, "seeds": args.seeds, "duration_scale": args.duration_scale,

@@ -108,8 +108,5 @@ def _load_jobs(jobs, cluster: Cluster, oracle, trace_format: str | None = None):
         return jobs, oracle or default_oracle()
     if not isinstance(jobs, (str, os.PathLike)):
         raise ConfigError(f"jobs must be a JobTable or a path, not {type(jobs).__name__}")
-    from .traces import detect_format, read_trace, trace_oracle
-
-    fmt = trace_format or detect_format(jobs)
-    load = read_trace(jobs, fmt)
-    return load.jobs, trace_oracle(load, fmt, cluster, oracle)
+    from .traces import read_workload
+    return read_workload(jobs, cluster, format=trace_format, oracle=oracle)

@@ -1,7 +1,9 @@
-"""PNG plots of runs: the JCT CDF of several policies, and one run's queue and utilization.
+"""Plots of runs: the JCT CDF of several policies, and one run's queue and utilization.
 
-Uses matplotlib's object API on the Agg canvas (no pyplot, no display, no global state).
-File names are fixed: :func:`write_plots` writes ``<outdir>/jct_cdf.png`` and
+Every plot function draws into the axes it is given (``ax=``, e.g. a notebook's
+``plt.subplots()``) or into a new figure, returns the Figure, and writes a PNG when given a
+path.  New figures use matplotlib's object API on the Agg canvas (no pyplot, no display, no
+global state).  File names are fixed: :func:`write_plots` writes ``<outdir>/jct_cdf.png`` and
 ``<outdir>/<policy>/timeline.png``.
 """
 from __future__ import annotations
@@ -20,7 +22,7 @@ from .fsio import atomic_path
 if TYPE_CHECKING:
     from .engine import SimResult
 
-__all__ = ["plot_jct_cdf", "plot_timeline", "write_plots", "policy_dirname"]
+__all__ = ["plot_jct_cdf", "plot_timeline", "write_plots", "policy_dirname", "new_axes"]
 
 _DPI = 100
 #: longer series are binned before drawing (plot time stays ~0.5 s at 10^5 jobs)
@@ -31,10 +33,31 @@ _META = {"Software": None}  # no version string in the file: same bytes across m
 def _save(fig: Figure, path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=_DPI, metadata=_META)
     return path
+
+
+def new_axes(ax=None, *, nrows: int = 1, figsize=(6.4, 4.2), sharex: bool = False):
+    """``ax`` (an Axes, or a sequence of ``nrows`` Axes) and its Figure; else a new Agg figure
+    with ``nrows`` stacked axes (one Axes when ``nrows`` is 1)."""
+    if ax is not None:
+        first = ax if nrows == 1 else ax[0]
+        if nrows > 1 and len(ax) != nrows:
+            raise ConfigError(f"ax: expected {nrows} Axes, got {len(ax)}")
+        return first.figure, ax
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, 1, sharex=sharex)
+    return fig, axes
+
+
+def _finish(fig: Figure, path, own: bool) -> Figure:
+    if own:
+        fig.tight_layout()
+    if path is not None:
+        _save(fig, path)
+    return fig
 
 
 def policy_dirname(name: str) -> str:
@@ -43,12 +66,13 @@ def policy_dirname(name: str) -> str:
     return s or "policy"
 
 
-def plot_jct_cdf(results: Mapping[str, "SimResult"], path) -> Path:
-    """Empirical CDF of JCT (hours, log x axis when the range is wide), one line per policy."""
+def plot_jct_cdf(results: Mapping[str, "SimResult"], path=None, *, ax=None) -> Figure:
+    """Empirical CDF of JCT (hours, log x axis when the range is wide), one line per policy;
+    drawn into ``ax`` or a new figure, written to ``path`` if given."""
     if not results:
         raise ConfigError("plot_jct_cdf: no results to plot")
-    fig = Figure(figsize=(6.4, 4.2))
-    ax = fig.add_subplot()
+    own = ax is None
+    fig, ax = new_axes(ax)
     lo, hi = np.inf, 0.0
     for name, r in results.items():
         jct = np.sort((r.finish - r.jobs.arrival)[np.isfinite(r.finish)]) / 3600.0
@@ -71,8 +95,7 @@ def plot_jct_cdf(results: Mapping[str, "SimResult"], path) -> Path:
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right")
     ax.set_title("JCT CDF")
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path, own)
 
 
 def _timeline_series(result: "SimResult"):
@@ -115,13 +138,14 @@ def _draw_step(ax, t: np.ndarray, v: np.ndarray, color: str) -> None:
     ax.legend(loc="upper right", fontsize="small")
 
 
-def plot_timeline(result: "SimResult", path) -> Path:
+def plot_timeline(result: "SimResult", path=None, *, ax=None) -> Figure:
     """Queue length (jobs waiting) and GPU utilization over time, as step plots after each
-    decision point.  Beyond ``_MAX_POINTS`` decision points the series is drawn per time bin:
-    the time-weighted mean as a step line, the min..max range shaded."""
+    decision point, into ``ax`` (two Axes: queue, utilization) or a new figure; written to
+    ``path`` if given.  Beyond ``_MAX_POINTS`` decision points the series is drawn per time
+    bin: the time-weighted mean as a step line, the min..max range shaded."""
     t, q, util = _timeline_series(result)
-    fig = Figure(figsize=(7.0, 4.8))
-    ax_q, ax_u = fig.subplots(2, 1, sharex=True)
+    own = ax is None
+    fig, (ax_q, ax_u) = new_axes(ax, nrows=2, figsize=(7.0, 4.8), sharex=True)
     _draw_step(ax_q, t, q, "tab:orange")
     ax_q.set_ylabel("queued jobs")
     ax_q.grid(True, alpha=0.3)
@@ -131,8 +155,7 @@ def plot_timeline(result: "SimResult", path) -> Path:
     ax_u.set_xlabel("time since first arrival (h)")
     ax_u.grid(True, alpha=0.3)
     ax_q.set_title(f"{result.policy} on {result.cluster.name}")
-    fig.tight_layout()
-    return _save(fig, path)
+    return _finish(fig, path, own)
 
 
 def write_plots(results: Mapping[str, "SimResult"], outdir) -> list[Path]:
@@ -143,7 +166,8 @@ def write_plots(results: Mapping[str, "SimResult"], outdir) -> list[Path]:
     dirs = [policy_dirname(n) for n in results]
     if len(set(dirs)) != len(dirs):
         raise ConfigError(f"write_plots: policy names {list(results)} map to the same folder names")
-    paths = [plot_jct_cdf(results, outdir / "jct_cdf.png")]
-    for d, r in zip(dirs, results.values()):
-        paths.append(plot_timeline(r, outdir / d / "timeline.png"))
+    paths = [outdir / "jct_cdf.png"] + [outdir / d / "timeline.png" for d in dirs]
+    plot_jct_cdf(results, paths[0])
+    for path, r in zip(paths[1:], results.values()):
+        plot_timeline(r, path)
     return paths

@@ -30,7 +30,8 @@ DEFAULT_POLICIES = ("fifo", "sjf", "srtf", "las", "tiresias")
 @dataclass
 class Scenario:
     cluster: str = DEFAULT_CLUSTER
-    workload: str = "generate"            # "generate", a job table or a trace (sim.traces formats)
+    workload: str = "generate"            # "generate" or a file in any job-trace format
+    trace_format: str | None = None       # the workload file's format (None: detected)
     jobs: int = DEFAULT_JOBS
     load: float = DEFAULT_LOAD
     sizes: str = "gavel"
@@ -42,21 +43,36 @@ class Scenario:
     restart_delay_s: float | None = None
     throughputs: str | None = None        # "replay", a Gavel JSON or a calib.toml; default built-in
     progress: bool = False
-    policy_params: dict = field(default_factory=dict)
+    policy_params: dict = field(default_factory=dict)   # policy name -> {parameter: value}
 
     def build(self) -> tuple[Cluster, JobTable, TableThroughput]:
+        """The cluster, the workload and the oracle.  A trace file runs its recorded run times
+        (:func:`sim.traces.read_workload`) unless ``throughputs`` names an oracle."""
         cluster = load_cluster(self.cluster)
         if self.workload != "generate" and is_pollux_workload(self.workload):
             table, goodput_oracle = read_goodput_workload(self.workload)
             return cluster, table, goodput_oracle if not self.throughputs else _oracle(self.throughputs, cluster)
-        oracle = _oracle(self.throughputs, cluster) if self.throughputs or self.workload == "generate" \
-            else None
-        if self.workload == "generate":
-            table = generate_workload(self.jobs, self.load, self.seed, sizes=self.sizes,
-                                      durations=self.durations, throughput=oracle)
-        else:
-            table, oracle = _read_workload(Path(self.workload), cluster, oracle)
+        if self.workload != "generate":
+            from .traces import read_workload
+            oracle = _oracle(self.throughputs, cluster) if self.throughputs else None
+            table, oracle = read_workload(Path(self.workload), cluster, format=self.trace_format,
+                                          oracle=oracle)
+            return cluster, table, oracle
+        oracle = _oracle(self.throughputs, cluster)
+        table = generate_workload(self.jobs, self.load, self.seed, sizes=self.sizes,
+                                  durations=self.durations, throughput=oracle)
         return cluster, table, oracle
+
+    def make_policies(self) -> dict:
+        """Name -> a new policy instance with its parameters; a parameter of a policy not
+        run, or one the policy does not take, is a ConfigError before anything runs."""
+        stray = sorted(set(self.policy_params) - set(self.policies))
+        if stray:
+            raise ConfigError(f"parameters given for {', '.join(stray)}, which is not among the "
+                              f"policies run ({', '.join(self.policies)})")
+        return {name: get_policy(name, **{"placement": self.placement,
+                                          **self.policy_params.get(name, {})})
+                for name in self.policies}
 
     def engine_config(self) -> EngineConfig:
         """The run's engine settings, validated (round period, restart delay)."""
@@ -66,27 +82,14 @@ class Scenario:
     def run(self, built=None, on_result=None) -> dict[str, SimResult]:
         """Run every policy; ``on_result(name, result)`` is called as each one finishes."""
         config = self.engine_config()
+        policies = self.make_policies()
         cluster, table, oracle = built if built is not None else self.build()
         results = {}
-        for name in self.policies:
-            params = {"placement": self.placement, **self.policy_params.get(name, {})}
-            policy = get_policy(name, **params)
+        for name, policy in policies.items():
             results[name] = simulate(cluster, table, policy, oracle, config)
             if on_result is not None:
                 on_result(name, results[name])
         return results
-
-
-def _read_workload(path: Path, cluster: Cluster, oracle) -> tuple[JobTable, object]:
-    """A job table or a trace in any format :mod:`sim.traces` reads (Gavel's ``.trace``
-    included), and the oracle to run it with (:func:`sim.traces.trace_oracle`)."""
-    from .traces import detect_format, read_trace, trace_oracle
-
-    if not path.exists():
-        raise ConfigError(f"workload file {path} does not exist")
-    fmt = detect_format(path)
-    load = read_trace(path, fmt)
-    return load.jobs, trace_oracle(load, fmt, cluster, oracle)
 
 
 def _oracle(path: str | None, cluster: Cluster):

@@ -65,8 +65,14 @@ def test_diagnostics_by_hand():
 
 def test_plot_and_misses(tmp_path, table):
     errors, summary, _ = validate(table, ("pollux",))
-    p = plot_predicted_vs_measured(errors, tmp_path / "pvm.png")
-    assert p.stat().st_size > 5000
+    fig = plot_predicted_vs_measured(errors, tmp_path / "pvm.png")
+    assert (tmp_path / "pvm.png").stat().st_size > 5000
+    panels = [a for a in fig.axes if a.get_title()]
+    from matplotlib.figure import Figure
+    mine = Figure()
+    grid = mine.subplots(1, len(panels), squeeze=False)
+    assert plot_predicted_vs_measured(errors, ax=grid) is mine
+    assert [a.get_title() for a in grid.ravel()] == [a.get_title() for a in panels]
     diag = diagnostics_table(table)
     text = misses_table(summary, diag)
     assert text.startswith("| model | GPU type | kind |")

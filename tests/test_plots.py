@@ -29,8 +29,24 @@ def test_write_plots_fixed_names(results, tmp_path):
 
 
 def test_timeline_of_one_run(results, tmp_path):
-    p = plot_timeline(results["fifo"], tmp_path / "t.png")
-    assert p.read_bytes().startswith(PNG)
+    fig = plot_timeline(results["fifo"], tmp_path / "t.png")
+    assert (tmp_path / "t.png").read_bytes().startswith(PNG)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["queued jobs", "GPU utilization (%)"]
+
+
+def test_plots_draw_into_given_axes_and_return_their_figure(results, tmp_path):
+    from matplotlib.figure import Figure
+
+    from sim.plots import plot_jct_cdf
+    fig = Figure()
+    ax_cdf, ax_q, ax_u = fig.subplots(3, 1)
+    assert plot_jct_cdf(results, ax=ax_cdf) is fig
+    assert [line.get_label() for line in ax_cdf.get_lines()] == ["fifo", "sjf"]
+    assert plot_timeline(results["sjf"], tmp_path / "two.png", ax=(ax_q, ax_u)) is fig
+    assert ax_q.get_lines() and ax_u.get_ylabel() == "GPU utilization (%)"
+    assert (tmp_path / "two.png").read_bytes().startswith(PNG)
+    with pytest.raises(ConfigError, match="2 Axes"):
+        plot_timeline(results["sjf"], ax=(ax_q,))
 
 
 def test_policy_dirname_and_errors(tmp_path):

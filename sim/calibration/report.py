@@ -22,6 +22,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..errors import ConfigError
 from .fit import fit
 from .models import KINDS
 from .observations import Observations, ape, group_observations
@@ -222,8 +223,11 @@ def markdown_table(summary: pa.Table, kinds: Sequence[str] = KINDS) -> str:
     return "\n".join(lines)
 
 
-def plot_predicted_vs_measured(errors: pa.Table, path, *, heldout_only: bool = True, title: str | None = None) -> Path:
-    """Log-log scatter of predicted vs measured step time: one panel per (kind, GPU type)."""
+def plot_predicted_vs_measured(errors: pa.Table, path=None, *, ax=None, heldout_only: bool = True,
+                               title: str | None = None):
+    """Log-log scatter of predicted vs measured step time: one panel per (kind, GPU type), into
+    ``ax`` (a grid of Axes, kinds x GPU types) or a new figure; written to ``path`` if given.
+    Returns the Figure."""
     import matplotlib
     from matplotlib.figure import Figure          # no pyplot: no global backend or figure state
 
@@ -234,8 +238,15 @@ def plot_predicted_vs_measured(errors: pa.Table, path, *, heldout_only: bool = T
     gpus = sorted(set(np.array(d["gpu_type"], dtype=object)[keep].tolist()))
     models = sorted(set(np.array(d["model"], dtype=object)[keep].tolist()))
     nr, nc = max(len(kinds), 1), max(len(gpus), 1)
-    fig = Figure(figsize=(3.2 * nc, 3.2 * nr))
-    axes = fig.subplots(nr, nc, squeeze=False)
+    if ax is None:
+        fig = Figure(figsize=(3.2 * nc, 3.2 * nr))
+        axes = fig.subplots(nr, nc, squeeze=False)
+    else:
+        axes = np.asarray(ax, dtype=object)
+        if axes.size != nr * nc:
+            raise ConfigError(f"ax: expected {nr} x {nc} Axes (kinds x GPU types), got {axes.size}")
+        axes = axes.reshape(nr, nc)
+        fig = axes[0][0].figure
     cmap = matplotlib.colormaps["tab10"]
     kind_a, gpu_a, model_a = (np.array(d[c], dtype=object) for c in ("kind", "gpu_type", "model"))
     meas, pred = np.asarray(d["measured_s"], float), np.asarray(d["predicted_s"], float)
@@ -269,15 +280,17 @@ def plot_predicted_vs_measured(errors: pa.Table, path, *, heldout_only: bool = T
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 8), fontsize=8, markerscale=3)
-    fig.suptitle(title or ("held-out " if heldout_only else "") + "step time: predicted vs measured (dashed: ±10%)",
-                 fontsize=10)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.96))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    if ax is None:                 # the figure is ours: legend, title and layout too
+        if handles:
+            fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 8), fontsize=8, markerscale=3)
+        fig.suptitle(title or ("held-out " if heldout_only else "") + "step time: predicted vs measured (dashed: ±10%)",
+                     fontsize=10)
+        fig.tight_layout(rect=(0, 0.06, 1, 0.96))
+    if path is not None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+    return fig
 
 
 def misses_table(summary: pa.Table, diagnostics: pa.Table) -> str:

@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 
+from ._options import add_policy_file_option, load_policy_files
+
+
 def register(sub) -> None:
     sub.add_parser("presets", help="list cluster presets").set_defaults(func=_presets)
-    sub.add_parser("policies", help="list scheduling policies").set_defaults(func=_policies)
+    p = sub.add_parser("policies", help="list scheduling policies (built-in, installed, and from files)")
+    add_policy_file_option(p)
+    p.set_defaults(func=_policies)
 
 
 def _presets(args) -> None:
@@ -15,5 +20,6 @@ def _presets(args) -> None:
 
 def _policies(args) -> None:
     from ..policies import list_policies
+    load_policy_files(args.policy_file)
     for name, desc in list_policies().items():
         print(f"{name:12s} {desc}")

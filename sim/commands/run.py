@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..metrics import SUMMARY_KEYS, compare_table, summary
 from ..scenario import DEFAULT_CLUSTER, DEFAULT_JOBS, DEFAULT_LOAD, DEFAULT_POLICIES, Scenario, jsonable
+from ._options import add_policy_file_option, load_policy_files, parse_policy_params
 
 FORMATS = ("table", "json", "csv")
 
@@ -17,7 +18,11 @@ def register(sub) -> None:
     run = sub.add_parser("run", help="run policies side by side (no arguments: the default scenario)")
     run.add_argument("--cluster", default=DEFAULT_CLUSTER,
                      help="preset name, uniform:nodes=N,gpus=G,type=T, or a TOML file")
-    run.add_argument("--workload", default="generate", help="'generate' or a job table (Parquet/CSV)")
+    run.add_argument("--workload", default="generate",
+                     help="'generate', or a file in any trace format 'clustersim trace formats' lists "
+                          "(a raw trace replays its recorded run times unless --throughputs is given)")
+    run.add_argument("--trace-format", default=None,
+                     help="format of the --workload file (default: detected from its name and header)")
     run.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="jobs to generate")
     run.add_argument("--load", type=float, default=DEFAULT_LOAD, help="arrival rate, jobs per hour")
     run.add_argument("--sizes", choices=("gavel", "philly", "single"), default="gavel",
@@ -27,6 +32,10 @@ def register(sub) -> None:
     run.add_argument("--policy", default=",".join(DEFAULT_POLICIES), help="NAME[,NAME...]")
     run.add_argument("--placement", choices=("consolidated", "spread"), default="consolidated",
                      help="placement of every policy")
+    run.add_argument("--param", action="append", default=[], metavar="POLICY.KEY=VALUE",
+                     help="a policy parameter, VALUE parsed as JSON when it can be "
+                          "(repeatable; e.g. tiresias.thresholds=[100,200], fifo.backfill=true)")
+    add_policy_file_option(run)
     run.add_argument("--seed", type=int, default=0,
                      help="seed of the generated workload, an integer in [0, 2**63)")
     run.add_argument("--round", type=float, default=None, dest="round_s",
@@ -49,14 +58,17 @@ def _run(args) -> None:
     from ..limits import check_seed
     from ..scenario import OutputWriter
 
-    sc = Scenario(cluster=args.cluster, workload=args.workload, jobs=args.jobs, load=args.load,
-                  sizes=args.sizes, durations=args.durations,
+    load_policy_files(args.policy_file)
+    sc = Scenario(cluster=args.cluster, workload=args.workload, trace_format=args.trace_format,
+                  jobs=args.jobs, load=args.load, sizes=args.sizes, durations=args.durations,
                   policies=tuple(p.strip() for p in args.policy.split(",") if p.strip()),
                   placement=args.placement, seed=args.seed, round_s=args.round_s,
                   restart_delay_s=args.restart_delay, throughputs=args.throughputs,
-                  progress=not args.no_progress and sys.stderr.isatty())
+                  progress=not args.no_progress and sys.stderr.isatty(),
+                  policy_params=parse_policy_params(args.param))
     check_seed(args.seed, "--seed")
     sc.engine_config()                     # bad --round / --restart-delay: fail before any work
+    sc.make_policies()                     # bad --policy / --param: likewise
     writer = OutputWriter(args.out, sc) if args.out is not None else None
     info = sys.stdout if args.format == "table" else sys.stderr
     cluster, table, _ = sc.build()

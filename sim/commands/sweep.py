@@ -18,6 +18,9 @@ def register(sub) -> None:
     p.add_argument("--dask", default=None, metavar="ADDR|local",
                    help="run on Dask: tcp://HOST:PORT of a scheduler, or 'local' for a LocalCluster")
     p.add_argument("--no-plots", action="store_true", help="skip plots and index.html")
+    p.add_argument("--baseline", default=None, metavar="POLICY",
+                   help="policy the report's ratios are taken to (default: fifo if in the sweep, "
+                        "else the first policy by name)")
     p.add_argument("--plots-only", action="store_true",
                    help="run nothing; redraw plots and index.html from DIR")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells to run")
@@ -54,7 +57,7 @@ def _sweep(args) -> None:
         SweepStore.open(args.out, spec)
     if not args.no_plots:
         from ..sweep.plots import write_sweep_plots
-        index = write_sweep_plots(args.out, [c.id for c in spec.cells])
+        index = write_sweep_plots(args.out, [c.id for c in spec.cells], baseline=args.baseline)
         print(f"plots: {index}")
     if not args.plots_only and report.failed:
         print(f"{report.failed} cells failed; see {args.out}/failed/ (rerun to retry them)",

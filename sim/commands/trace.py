@@ -53,7 +53,7 @@ def _common(p) -> None:
 
 
 def _options(args) -> dict:
-    from ..errors import ConfigError
+    from ._options import split_assignment
     opts: dict = {}
     if args.skip_invalid:
         opts["skip_invalid"] = True
@@ -70,13 +70,8 @@ def _options(args) -> dict:
     if args.job_table is not None:
         opts["job_table"] = args.job_table
     for kv in args.option:
-        if "=" not in kv:
-            raise ConfigError(f"--option {kv!r}: use KEY=VALUE")
-        k, v = kv.split("=", 1)
-        try:
-            opts[k.strip().replace("-", "_")] = json.loads(v)
-        except json.JSONDecodeError:
-            opts[k.strip().replace("-", "_")] = v
+        key, value = split_assignment(kv, "--option")
+        opts[key] = value
     return opts
 
 

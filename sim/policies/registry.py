@@ -1,14 +1,25 @@
-"""The policy registry: policies by name, and discovery of the built-in ones.
+"""The policy registry: policies by name, and where they come from.
 
-Every module of the ``sim.policies`` package is a candidate: the first lookup imports them all
-(in name order, so registration is deterministic) and each registers its classes with
-:func:`register`.  The registry never names its modules, so a new policy module needs no edit
-here, and no policy module is imported by the registry at import time.
+Three sources, all registering their classes with :func:`register`:
+
+* built-in: every module of the ``sim.policies`` package; the first lookup imports them all
+  (in name order, so registration is deterministic).  The registry never names its modules,
+  so a new policy module needs no edit here;
+* installed: the entry points of the group ``clustersim.policies`` (:data:`ENTRY_POINT_GROUP`),
+  loaded at the first lookup after the built-in ones.  An entry point names a module that
+  registers its policies (``myplugin.policies``) or a Policy class (``myplugin:MyPolicy``),
+  registered for it.  One that fails to load is a warning, not the end of every run;
+* a file: :func:`load_policy_file` runs a Python file that registers policies
+  (``clustersim run --policy-file FILE.py``).
 """
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import pkgutil
-from importlib import import_module
+import sys
+import warnings
+from importlib import import_module, metadata
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -17,6 +28,12 @@ from .base import Policy
 _REGISTRY: dict[str, type[Policy]] = {}
 _PACKAGE = __name__.rpartition(".")[0]
 _discovered = False
+#: the entry-point group of installed policies
+ENTRY_POINT_GROUP = "clustersim.policies"
+
+
+class PluginWarning(UserWarning):
+    """An installed policy entry point that could not be loaded."""
 
 
 def register(cls: type[Policy]) -> type[Policy]:
@@ -24,12 +41,20 @@ def register(cls: type[Policy]) -> type[Policy]:
     if not cls.name:
         raise ConfigError(f"{cls.__name__} has no name")
     old = _REGISTRY.get(cls.name)
-    reloaded = old is not None and (old.__module__, old.__qualname__) == (cls.__module__, cls.__qualname__)
+    reloaded = old is not None and _origin(old) == _origin(cls)
     if old is not None and old is not cls and not reloaded:
         raise ConfigError(f"policy name {cls.name!r} is already registered by "
                           f"{old.__module__}.{old.__qualname__}")
     _REGISTRY[cls.name] = cls
     return cls
+
+
+def _origin(cls: type) -> tuple:
+    """Where a class is defined: the file of its methods' code (else its module's name) and its
+    qualified name; the same class loaded again (a reload, one file under two module names)
+    has the same origin."""
+    files = [f.__code__.co_filename for f in vars(cls).values() if hasattr(f, "__code__")]
+    return (str(Path(files[0]).resolve()) if files else cls.__module__, cls.__qualname__)
 
 
 def builtin_modules() -> list[str]:
@@ -45,6 +70,48 @@ def _discover() -> None:
         for name in builtin_modules():
             import_module(name)
         _discovered = True
+        load_entry_points()
+
+
+def load_entry_points(group: str = ENTRY_POINT_GROUP) -> list[str]:
+    """Load the installed policies of ``group``; returns the entry points' names loaded."""
+    loaded = []
+    for ep in metadata.entry_points(group=group):
+        try:
+            obj = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not stop other runs
+            warnings.warn(f"policy entry point {ep.name} = {ep.value} ({group}) failed to load: "
+                          f"{type(exc).__name__}: {exc}", PluginWarning, stacklevel=2)
+            continue
+        if isinstance(obj, type) and issubclass(obj, Policy):
+            register(obj)
+        loaded.append(ep.name)
+    return loaded
+
+
+def load_policy_file(path) -> list[str]:
+    """Run the Python file ``path`` as a module (which registers its policies with
+    :func:`register`); returns the names of the policies it registered, sorted."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"policy file {path} does not exist")
+    _discover()
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    module_name = f"clustersim_policy_file_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"policy file {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    before = dict(_REGISTRY)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:
+        sys.modules.pop(module_name, None)
+        if isinstance(exc, SyntaxError):
+            raise ConfigError(f"policy file {path}: {exc}") from None
+        raise
+    return sorted(n for n, c in _REGISTRY.items() if before.get(n) is not c)
 
 
 def get_policy(name: str, **params) -> Policy:

@@ -73,13 +73,17 @@ def _cluster(cell: Cell):
 
 
 def build_workload(cell: Cell, cluster, oracle):
-    """The cell's job table and its arrival rate in jobs/hour (NaN for traces)."""
+    """The cell's job table, its arrival rate in jobs/hour (NaN for traces) and the oracle to
+    run it with: ``oracle``, or for a raw trace (any format but the canonical job table) the
+    replay oracle, under which its jobs run their recorded run times (sim.traces.read_workload)."""
     from ..jobs import JobTable
+    from ..traces import read_workload
     from ..workload import generate_workload
 
     p = cell.params
     if p["workload"] == "trace":
-        table = JobTable.read(cell.paths["trace"])
+        table, oracle = read_workload(cell.paths["trace"], cluster, format=p.get("trace_format"),
+                                      oracle=None)
         t = table.table
         if p["jobs"] is not None and p["jobs"] < t.num_rows:
             t = t.slice(0, p["jobs"])
@@ -87,7 +91,7 @@ def build_workload(cell: Cell, cluster, oracle):
             i = t.schema.get_field_index("arrival_s")
             arr = t.column(i).to_numpy() / p["load"]
             t = t.set_column(i, t.schema.field(i), pa.array(arr, pa.float64()))
-        return JobTable(t, table.source), float("nan")
+        return JobTable(t, table.source), float("nan"), oracle
     n, load, seed = int(p["jobs"]), float(p["load"]), int(p["seed"])
     kw = dict(sizes=p["sizes"], durations=p["durations"], throughput=oracle)
     unit = p["load_unit"]
@@ -101,7 +105,7 @@ def build_workload(cell: Cell, cluster, oracle):
     else:
         from ..errors import ConfigError
         raise ConfigError(f"unknown load unit {unit!r}")
-    return generate_workload(n, rate, seed, **kw), rate
+    return generate_workload(n, rate, seed, **kw), rate, oracle
 
 
 def window_rate(gpus, duration_s, busy_gpus: float) -> float:
@@ -144,9 +148,8 @@ def run_cell(cell: Cell) -> tuple[dict, pa.Table]:
 
     t0 = time.perf_counter()
     p = cell.params
-    oracle = default_oracle()
     cluster = _cluster(cell)
-    table, rate = build_workload(cell, cluster, oracle)
+    table, rate, oracle = build_workload(cell, cluster, default_oracle())
     policy = get_policy(p["policy"], **p["policy_params"])
     config = EngineConfig(round_s=p["round_s"], restart_delay_s=p["restart_delay_s"])
     result = simulate(cluster, table, policy, oracle, config)

@@ -7,13 +7,14 @@
   versus nodes and versus jobs per cell, a line per policy (mean over the other axes).
 * ``decision_latency_vs_nodes.png``: mean and p99 wall time of one policy decision versus nodes.
 * ``jct_cdf.png``: JCT CDFs, a panel per (load, cluster), seeds pooled.
+* ``ratio_vs_load.png``: average JCT and makespan as ratios to the baseline policy (paired
+  bootstrap 95% intervals, sim.stats) versus load, a panel per cluster, axes shared by row.
 
-Also DIR/summary.csv (every finished cell's summary row).  Matplotlib's object API on the Agg
-canvas, as in sim.plots.
+Also DIR/summary.csv (every finished cell's summary row) and DIR/index.html
+(:mod:`sim.sweep.report`).  Matplotlib's object API on the Agg canvas, as in sim.plots.
 """
 from __future__ import annotations
 
-import html
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -25,12 +26,17 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, NullLocator, ScalarFormatter
 
 from ..errors import ConfigError
+from ..plots import new_axes
+from .report import cluster_title as _cluster_title
+from .report import pick_baseline, ratio_rows, render_report
+from .report import row_load as _load
 from .store import SweepStore
 
-__all__ = ["write_sweep_plots", "PLOT_FILES"]
+__all__ = ["write_sweep_plots", "plot_ratios", "PLOT_FILES"]
 
 PLOT_FILES = ("jct_vs_load.png", "makespan_vs_load.png", "wall_vs_nodes.png", "wall_vs_jobs.png",
-              "decision_latency_vs_nodes.png", "jct_cdf.png")
+              "decision_latency_vs_nodes.png", "jct_cdf.png", "ratio_vs_load.png")
+RATIO_METRICS = (("avg_jct_s", "avg JCT"), ("makespan_s", "makespan"))
 _DPI = 100
 _META = {"Software": None}
 _H = 3600.0
@@ -47,19 +53,6 @@ def _colors(labels) -> dict:
     from matplotlib import colormaps
     cmap = colormaps["tab10" if len(labels) <= 10 else "tab20"]
     return {lab: cmap(i % cmap.N) for i, lab in enumerate(sorted(labels))}
-
-
-def _cluster_title(row: dict) -> str:
-    c = row["cluster"]
-    if c.startswith("uniform:"):
-        gpn = row["total_gpus"] // max(row["nodes"], 1)
-        return f"{row['nodes']} nodes x {gpn} GPUs"
-    return f"{c} ({row['nodes']} nodes)"
-
-
-def _load(row: dict) -> float:
-    v = row.get("load")
-    return 1.0 if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
 def _stat(values) -> tuple[float, float, float]:
@@ -190,22 +183,43 @@ def _cdf_figure(store: SweepStore, rows, colors, path: Path) -> Path:
     return _save(fig, path)
 
 
-def _table_html(rows) -> str:
-    groups = defaultdict(list)
-    for r in rows:
-        groups[(r["nodes"], r["cluster"], _load(r), r["policy_label"])].append(r)
-    cols = [("avg JCT (h)", "avg_jct_s", _H), ("p99 JCT (h)", "p99_jct_s", _H),
-            ("makespan (h)", "makespan_s", _H), ("utilization", "utilization", 1.0),
-            ("wall (s)", "wall_seconds", 1.0), ("decision (ms)", "mean_decision_ms", 1.0)]
-    out = ["<table><tr><th>cluster</th><th>load</th><th>policy</th><th>cells</th>"
-           + "".join(f"<th>{h}</th>" for h, _, _ in cols) + "</tr>"]
-    for key in sorted(groups):
-        g = groups[key]
-        cells = "".join(f"<td>{_stat([r[k] for r in g])[0] / s:.3g}</td>" for _, k, s in cols)
-        out.append(f"<tr><td>{html.escape(_cluster_title(g[0]))}</td><td>{key[2]:g}</td>"
-                   f"<td>{html.escape(key[3])}</td><td>{len(g)}</td>{cells}</tr>")
-    out.append("</table>")
-    return "\n".join(out)
+def plot_ratios(rows, baseline: str, metrics=RATIO_METRICS, axes=None, colors=None):
+    """Ratios of each metric to ``baseline`` versus load with 95% paired bootstrap intervals: a
+    row of panels per metric, a panel per cluster, y shared along a row and x down a column
+    (1 = the baseline).  Draws into ``axes`` (metrics x clusters) or a new figure; returns the
+    Figure."""
+    clusters = _clusters(rows)
+    shape = (len(metrics), len(clusters))
+    colors = colors or _colors({r["policy_label"] for r in rows})
+    if axes is None:
+        fig = Figure(figsize=(max(4.5, 3.4 * shape[1]), 2.9 * shape[0] + 0.6))
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(*shape, squeeze=False, sharex="col", sharey="row")
+    else:
+        fig, _ = new_axes(axes[0][0])
+    for i, (metric, name) in enumerate(metrics):
+        for j, crow in enumerate(clusters):
+            sub = [r for r in rows if r["cluster"] == crow["cluster"]]
+            _draw_ratios(axes[i][j], ratio_rows(sub, baseline, metric), colors)
+            axes[i][j].set_title(_cluster_title(crow) if i == 0 else "", fontsize=9)
+            axes[i][j].set_xlabel("load" if i == shape[0] - 1 else "")
+        axes[i][0].set_ylabel(f"{name} / {baseline}")
+    axes[0][0].legend(fontsize=7, loc="best")
+    return fig
+
+
+def _draw_ratios(ax, ratios, colors) -> None:
+    by_policy = defaultdict(list)
+    for r in ratios:
+        by_policy[r["policy_label"]].append(r)
+    for p in sorted(by_policy):
+        rs = sorted(by_policy[p], key=lambda r: r["load"])
+        x, m = np.array([r["load"] for r in rs]), np.array([r["ratio"] for r in rs])
+        lo = np.nan_to_num(m - np.array([r["low"] for r in rs]))
+        hi = np.nan_to_num(np.array([r["high"] for r in rs]) - m)
+        ax.errorbar(x, m, yerr=[lo, hi], label=p, color=colors[p], marker="o", ms=4, capsize=2, lw=1.2)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.grid(True, alpha=0.3)
 
 
 def _only(table, keep: set):
@@ -225,68 +239,57 @@ _CAPTIONS = {
     "decision_latency_vs_nodes.png": "Wall time of one scheduling decision (policy call) versus "
                                      "nodes: mean and p99.",
     "jct_cdf.png": "JCT CDFs per load (rows) and cluster (columns), seeds pooled.",
+    "ratio_vs_load.png": "Average JCT and makespan as ratios to the baseline policy on the same "
+                         "workloads versus load (geometric mean over paired seeds, 95% paired "
+                         "bootstrap intervals), a panel per cluster.",
 }
 
 
-def write_sweep_plots(root, cell_ids=None) -> Path:
-    """Draw every plot of the sweep in ``root``; returns the path of index.html.
+def write_sweep_plots(root, cell_ids=None, baseline: str | None = None) -> Path:
+    """Draw every plot of the sweep in ``root`` and write its report; returns index.html's path.
 
     ``cell_ids`` limits the plots and tables to those cells (``clustersim sweep`` passes the
     spec's cells, so cells of policies excluded since stay out); default: every cell stored.
+    ``baseline``: the policy label ratios are taken to (default: fifo if run, else the first).
     """
     store = SweepStore(root)
     root = Path(root)
     if not (root / "sweep.json").exists():
         raise ConfigError(f"{root} is not a sweep folder (sweep.json missing)")
-    manifest = store.manifest()
-    table = store.summaries()
-    failures = store.failures()
+    table, failures = store.summaries(), store.failures()
     if cell_ids is not None:
         keep = set(cell_ids)
         table, failures = (None if t is None else _only(t, keep) for t in (table, failures))
-    plots_dir = root / "plots"
-    written = []
+    rows = [] if table is None else table.to_pylist()
+    written, base = [], None
     if table is not None:
         pacsv.write_csv(table.drop_columns([c for c in ("traceback",) if c in table.column_names]),
                         root / "summary.csv")
-        rows = table.to_pylist()
-        colors = _colors({r["policy_label"] for r in rows})
-        written.append(_by_cluster_figure(rows, [("avg_jct_s", "avg JCT (h)"),
-                                                 ("p99_jct_s", "p99 JCT (h)")],
-                                          colors, plots_dir / "jct_vs_load.png", "load"))
-        written.append(_by_cluster_figure(rows, [("makespan_s", "makespan (h)")], colors,
-                                          plots_dir / "makespan_vs_load.png", "load"))
-        written.append(_xy_figure(rows, "nodes", [("wall_seconds", "simulator wall time (s)", 1.0)],
-                                  colors, plots_dir / "wall_vs_nodes.png", "nodes"))
-        written.append(_xy_figure(rows, "n_jobs", [("wall_seconds", "simulator wall time (s)", 1.0)],
-                                  colors, plots_dir / "wall_vs_jobs.png", "jobs per cell"))
-        written.append(_xy_figure(rows, "nodes",
-                                  [("mean_decision_ms", "mean decision latency (ms)", 1.0),
-                                   ("p99_decision_ms", "p99 decision latency (ms)", 1.0)],
-                                  colors, plots_dir / "decision_latency_vs_nodes.png", "nodes"))
-        written.append(_cdf_figure(store, rows, colors, plots_dir / "jct_cdf.png"))
-    n_done = 0 if table is None else table.num_rows
-    n_fail = 0 if failures is None else failures.num_rows
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>sweep "
-             f"{html.escape(manifest['name'])}</title><style>body{{font-family:sans-serif;"
-             f"margin:2em}} table{{border-collapse:collapse;font-size:12px}} td,th{{border:1px "
-             f"solid #ccc;padding:2px 6px;text-align:right}} img{{max-width:100%}}</style></head>"
-             f"<body><h1>Sweep {html.escape(manifest['name'])}</h1>",
-             f"<p>{html.escape(manifest.get('description', ''))}</p>",
-             f"<p>spec: <code>{html.escape(str(manifest.get('source')))}</code>, fingerprint "
-             f"<code>{manifest['fingerprint']}</code>; {n_done} cells finished, {n_fail} failed. "
-             f"Data: <code>summary/</code> and <code>jobs/</code> (Parquet, partitioned by cell), "
-             f"<a href='summary.csv'>summary.csv</a>.</p>"]
-    for p in written:
-        parts.append(f"<h2>{p.name}</h2><p>{html.escape(_CAPTIONS[p.name])}</p>"
-                     f"<img src='plots/{p.name}' alt='{p.name}'>")
-    if table is not None:
-        parts.append("<h2>Summary (mean over seeds)</h2>" + _table_html(table.to_pylist()))
-    if failures is not None:
-        parts.append("<h2>Failed cells</h2><ul>" + "".join(
-            f"<li>{html.escape(r['label'])}: <code>{html.escape(r['error'])}</code></li>"
-            for r in failures.to_pylist()) + "</ul>")
-    parts.append("</body></html>")
-    index = root / "index.html"
-    index.write_text("\n".join(parts))
-    return index
+        base = pick_baseline((r["policy_label"] for r in rows), baseline)
+        written = _draw_all(store, rows, root / "plots", base)
+    return render_report(root / "index.html", manifest=store.manifest(), rows=rows,
+                         failures=[] if failures is None else failures.to_pylist(), plots=written,
+                         captions=_CAPTIONS, baseline=base)
+
+
+def _draw_all(store: SweepStore, rows, plots_dir: Path, baseline: str) -> list[Path]:
+    colors = _colors({r["policy_label"] for r in rows})
+    jct = [("avg_jct_s", "avg JCT (h)"), ("p99_jct_s", "p99 JCT (h)")]
+    wall = [("wall_seconds", "simulator wall time (s)", 1.0)]
+    latency = [("mean_decision_ms", "mean decision latency (ms)", 1.0),
+               ("p99_decision_ms", "p99 decision latency (ms)", 1.0)]
+    return [
+        _by_cluster_figure(rows, jct, colors, plots_dir / "jct_vs_load.png", "load"),
+        _by_cluster_figure(rows, [("makespan_s", "makespan (h)")], colors,
+                           plots_dir / "makespan_vs_load.png", "load"),
+        _xy_figure(rows, "nodes", wall, colors, plots_dir / "wall_vs_nodes.png", "nodes"),
+        _xy_figure(rows, "n_jobs", wall, colors, plots_dir / "wall_vs_jobs.png", "jobs per cell"),
+        _xy_figure(rows, "nodes", latency, colors, plots_dir / "decision_latency_vs_nodes.png", "nodes"),
+        _cdf_figure(store, rows, colors, plots_dir / "jct_cdf.png"),
+        _save_tight(plot_ratios(rows, baseline, colors=colors), plots_dir / "ratio_vs_load.png"),
+    ]
+
+
+def _save_tight(fig: Figure, path: Path) -> Path:
+    fig.tight_layout()
+    return _save(fig, path)

@@ -13,7 +13,7 @@ A spec (full reference in scalability/specs/README.md)::
     load = [0.5, 0.8]
     seed = [0, 1]
     # jobs = [200, 400]                  # or workload.jobs / workload.jobs_per_node
-    # trace = ["jobs.parquet"]           # replay job tables instead of generating
+    # trace = ["jobs.parquet"]           # replay traces (any format sim.traces reads) instead
 
     [cluster]                            # only with grid.nodes
     gpus_per_node = 8
@@ -21,6 +21,7 @@ A spec (full reference in scalability/specs/README.md)::
 
     [workload]
     jobs_per_node = 2                    # or jobs = N
+    # trace_format = "philly"            # format of the traces (default: detected per file)
     load_unit = "utilization"            # "jobs_per_hour" | "jobs_per_hour_per_node" | "utilization"
     sizes = "gavel"                      # "gavel" | "philly" | "single"
     durations = "gavel"                  # "gavel" | "philly"
@@ -69,7 +70,7 @@ _TOP_KEYS = {"name", "description", "exclude_policies", "grid", "cluster", "work
              "policy"}
 _GRID_KEYS = {"policy", "cluster", "nodes", "load", "seed", "jobs", "trace"}
 _CLUSTER_KEYS = {"gpus_per_node", "gpu_type"}
-_WORKLOAD_KEYS = {"trace", "jobs", "jobs_per_node", "load_unit", "sizes", "durations"}
+_WORKLOAD_KEYS = {"trace", "trace_format", "jobs", "jobs_per_node", "load_unit", "sizes", "durations"}
 _ENGINE_KEYS = {"placement", "round_s", "restart_delay_s"}
 _SIZES = ("gavel", "philly", "single")
 _DURATIONS = ("gavel", "philly")
@@ -383,6 +384,7 @@ def parse_spec(doc: dict, source: str = "<spec>", base_dir: Path | None = None) 
     if generate and not given:
         raise ctx.err("[workload]", "the number of jobs is missing: give jobs, jobs_per_node "
                       "or grid.jobs")
+    trace_format = _trace_format(ctx, wtab, generate)
     trace_info = {}
     for t in traces or []:
         p = Path(t)
@@ -390,8 +392,8 @@ def parse_spec(doc: dict, source: str = "<spec>", base_dir: Path | None = None) 
             p = base_dir / p
         if not p.is_file():
             raise ctx.err("workload.trace", f"trace {t!r} does not exist ({p})")
-        from ..jobs import JobTable
-        JobTable.read(p)      # a TraceError names file, row and field
+        from ..traces import read_trace
+        read_trace(p, trace_format)      # a TraceError names file, row and field
         trace_info[t] = (p.resolve(), _sha256_file(p))
     seeds = ctx.axis(grid, "seed", int, _nonneg) or [0]
 
@@ -407,6 +409,8 @@ def parse_spec(doc: dict, source: str = "<spec>", base_dir: Path | None = None) 
         "engine": {"placement": placement, "round_s": round_s, "restart_delay_s": restart},
         "policy": {p: ptab[p] for p in sorted(ptab)},
     }
+    if trace_format is not None:      # only when given: earlier sweeps keep their fingerprints
+        normalized["workload"]["trace_format"] = trace_format
     # which registered policies "all" covers is not part of the sweep's identity: policies
     # that register later, or leave exclude_policies, join the same output folder
     ident = {k: v for k, v in normalized.items() if k != "exclude_policies"}
@@ -435,6 +439,8 @@ def parse_spec(doc: dict, source: str = "<spec>", base_dir: Path | None = None) 
                                     "durations": durations if generate else None,
                                     "seed": seed, "round_s": round_s, "restart_delay_s": restart,
                                 }
+                                if trace_format is not None:
+                                    cp["trace_format"] = trace_format
                                 paths = {}
                                 if cpath is not None:
                                     paths["cluster"] = str(cpath)
@@ -453,6 +459,17 @@ def parse_spec(doc: dict, source: str = "<spec>", base_dir: Path | None = None) 
         raise ctx.err("grid", "two cells have the same parameters")
     return SweepSpec(name=name, description=description, source=source, normalized=normalized,
                      fingerprint=fingerprint, cells=tuple(cells), policies=tuple(policies))
+
+
+def _trace_format(ctx, wtab: dict, generate: bool) -> str | None:
+    """``workload.trace_format``: a job-trace format of sim.traces, for traces only."""
+    if "trace_format" not in wtab:
+        return None
+    from ..traces import JOB_FORMATS
+    if generate:
+        raise ctx.err("workload.trace_format", "applies to traces (grid.trace or workload.trace)")
+    return ctx.value("workload.trace_format", wtab["trace_format"], str,
+                     lambda v: None if v in JOB_FORMATS else f"choose from {', '.join(JOB_FORMATS)}")
 
 
 def _check_gpu_types(cluster) -> None:

@@ -46,11 +46,11 @@ from .nodes import ClusterLoad, read_openb_nodes, read_pai_machines, read_philly
 
 __all__ = ["read_trace", "read_nodes", "detect_format", "TraceLoad", "TraceReport", "ClusterLoad",
            "TRACE_MODEL", "TRACE_GPU_TYPES", "FRACTIONAL_POLICIES", "JOB_FORMATS", "NODE_FORMATS", "replay_oracle",
-           "fit_to_cluster", "replay", "trace_oracle"]
+           "fit_to_cluster", "replay", "trace_oracle", "read_workload"]
 
 
 def __getattr__(name):          # the replay helpers import the throughput model (numba): load lazily
-    if name in ("replay_oracle", "fit_to_cluster", "replay", "trace_oracle"):
+    if name in ("replay_oracle", "fit_to_cluster", "replay", "trace_oracle", "read_workload"):
         import importlib
         return getattr(importlib.import_module(".replaying", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

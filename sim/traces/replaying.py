@@ -34,7 +34,7 @@ from ..jobs import JobTable
 from ..throughput import DEFAULT_RESTART_DELAY_S, RELATIVE_SPEED, TableThroughput, default_oracle
 from .common import TRACE_MODEL, TraceLoad
 
-__all__ = ["replay_oracle", "fit_to_cluster", "replay", "trace_oracle", "TABLE_FORMATS"]
+__all__ = ["replay_oracle", "fit_to_cluster", "replay", "trace_oracle", "TABLE_FORMATS", "read_workload"]
 
 #: Formats whose jobs name models of a throughput table, their work in that table's iterations
 #: (Gavel's ``total_steps``): they run with the table, not with the replay oracle.
@@ -75,6 +75,20 @@ def trace_oracle(load: TraceLoad, fmt: str, cluster: Cluster, oracle=None):
     if fmt in TABLE_FORMATS:
         return default_oracle()
     return replay_oracle(cluster, reference_type=load.trace_gpu_type)
+
+
+def read_workload(path, cluster: Cluster, *, format: str | None = None, oracle=None):
+    """``(JobTable, oracle)``: the jobs of a file in any job-trace format (detected unless
+    ``format`` is given) and the oracle to run them with (:func:`trace_oracle`)."""
+    from pathlib import Path
+
+    from . import detect_format, read_trace
+
+    if not Path(path).exists():
+        raise ConfigError(f"workload file {path} does not exist")
+    fmt = format or detect_format(path)
+    load = read_trace(path, fmt)
+    return load.jobs, trace_oracle(load, fmt, cluster, oracle)
 
 
 def fit_to_cluster(load: TraceLoad | JobTable, cluster: Cluster, *, too_big: str = "error",
