@@ -96,6 +96,29 @@ int main(int argc, char **argv) {
     return 2 * n / secs          # a push and a pop per event
 
 
+def plot(cells_json: Path, out_png: Path) -> None:
+    """Simulator time per job against the mean queue length (log x), native cells by policy."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    doc = json.loads(cells_json.read_text())
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for policy in POLICIES:
+        rows = sorted((r for r in doc["cells"] if r.get("policy") == policy and r.get("path") == "native"
+                       and r.get("sim_s") is not None and r.get("jobs") == 100_000),
+                      key=lambda r: r["mean_queue"])
+        if rows:
+            ax.plot([max(r["mean_queue"], 1.0) for r in rows], [1e6 * r["sim_s"] / r["jobs"] for r in rows],
+                    "o-", label=policy)
+    ax.set_xscale("log")
+    ax.set_xlabel("mean queue length (jobs waiting, over decision points)")
+    ax.set_ylabel("simulator time per job (us)")
+    ax.set_title("100,000 jobs on 1,024 x 8 GPUs, loads 150-1,200 jobs/h (native)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out_png, dpi=120)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cell", nargs=4, metavar=("JOBS", "LOAD", "POLICY", "PATH"))
@@ -107,7 +130,11 @@ def main(argv=None) -> None:
     ap.add_argument("--million", action="store_true", help="also 1,000,000 jobs with FIFO")
     ap.add_argument("--python-timeout", type=float, default=120.0)
     ap.add_argument("--python-policies", default="fifo,sjf,srtf,las,tiresias")
+    ap.add_argument("--plot", action="store_true", help="only redraw the plot from OUT/cells.json")
     args = ap.parse_args(argv)
+    if args.plot:
+        plot(args.out / "cells.json", args.out / "load_sweep.png")
+        return
     if args.cell:
         jobs, load, policy, path = args.cell
         print(json.dumps(run_cell(int(jobs), float(load), policy, path, args.cluster)))
@@ -139,6 +166,7 @@ def main(argv=None) -> None:
     (args.out / "cells.json").write_text(json.dumps({"heap_limit_events_per_s": heap, "cells": rows},
                                                     indent=1))
     print(f"event-heap limit: {heap:.3g} events/s")
+    plot(args.out / "cells.json", args.out / "load_sweep.png")
 
 
 if __name__ == "__main__":

@@ -150,3 +150,12 @@ def test_native_zero_throughput_is_a_clear_error():
     for native in (True, False):
         with pytest.raises(SimError, match=r"placed job 1 at t=0.0 on GPU types slow where its throughput is 0"):
             run_jobs(cluster, jobs, get_policy("fifo"), NoSlow(), EngineConfig(native=native))
+
+
+def test_cli_profile_flag_says_where_time_went(capsys):
+    from sim.cli import main
+    assert main(["run", "--cluster", "uniform:nodes=4,gpus=8", "--jobs", "30", "--policy", "tiresias,smjp",
+                 "--no-progress", "--profile"]) in (0, None)
+    err = capsys.readouterr().err
+    assert "profile tiresias: native (decided in C); wall" in err
+    assert "profile smjp: python;" in err and "decisions" in err

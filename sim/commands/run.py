@@ -51,6 +51,8 @@ def register(sub) -> None:
                      help="summary on stdout: an aligned table, or JSON / CSV for other programs "
                           "(the other lines then go to stderr)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--profile", action="store_true",
+                     help="say where each policy's time went (kernel, policy, oracle, glue) on stderr")
     run.set_defaults(func=_run)
 
 
@@ -81,6 +83,21 @@ def _run(args) -> None:
     else:
         summaries = {name: summary(res) for name, res in results.items()}
     sys.stdout.write(render(summaries, args.format))
+    if args.profile:
+        for name, res in results.items():
+            print(profile_line(name, res.profile), file=sys.stderr)
+
+
+def profile_line(name: str, prof: dict) -> str:
+    """One line: where a run's time went and what was counted (SimResult.profile)."""
+    where = "native (decided in C)" if prof.get("native") else "python"
+    times = ", ".join(f"{k[:-2]} {prof[k]:.3f} s" for k in
+                      ("wall_s", "kernel_s", "policy_s", "oracle_s", "snapshot_s", "learning_s", "glue_s")
+                      if k in prof)
+    counts = ", ".join(f"{k} {prof[k]:,}" for k in
+                       ("decision_points", "decisions", "skipped_decisions", "engine_placed",
+                        "placements", "preemptions", "rate_misses") if k in prof)
+    return f"profile {name}: {where}; {times}; {counts}"
 
 
 def render(summaries: dict, fmt: str) -> str:
