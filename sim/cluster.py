@@ -287,8 +287,11 @@ def cluster_to_toml(cluster: Cluster) -> str:
     """Serialize a cluster to the TOML format; runs of identical nodes become one ``[[nodes]]``.
 
     Node names are kept only when they follow the ``<prefix><index>`` pattern per run; otherwise
-    they are dropped (the file stays loadable).
+    they are dropped (the file stays loadable).  A change of name prefix ends a run (server
+    models that differ only by name, e.g. Hops' RTX 3090 servers, stay apart).
     """
+    names = cluster.node_names or ("",) * cluster.n_nodes
+    stem = [re.sub(r"\d+$", "", s) for s in names]
     lines = [f"name = {_toml_str(cluster.name)}", ""]
     n = cluster.n_nodes
     key = np.stack([cluster.node_gpus.astype(np.float64), cluster.node_type.astype(np.float64),
@@ -296,7 +299,7 @@ def cluster_to_toml(cluster: Cluster) -> str:
     start = 0
     while start < n:
         end = start + 1
-        while end < n and np.array_equal(key[end], key[start]):
+        while end < n and np.array_equal(key[end], key[start]) and stem[end] == stem[start]:
             end += 1
         prefix = None
         if cluster.node_names is not None:

@@ -8,7 +8,7 @@ here loops over jobs in Python.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -72,7 +72,17 @@ def job_specs(workload, oracle, restart_delay_s: float | None = None) -> JobSpec
                     gpus_min=workload.gpus_min.astype(np.int32),
                     gpus_max=workload.gpus_max.astype(np.int32), model=model.astype(np.int32),
                     work=work.astype(float), est_duration=est.astype(float),
-                    priority=workload.priority.astype(float), restart_delay=delay)
+                    priority=workload.priority.astype(float), restart_delay=delay,
+                    gpus_allowed=_allowed(workload))
+
+
+def _allowed(workload) -> tuple | None:
+    """The workload's requirement sets (``gpus_allowed``), or None when no job has one."""
+    allowed = getattr(workload, "gpus_allowed", None)
+    allowed = allowed() if callable(allowed) else allowed
+    if allowed is None or all(a is None for a in allowed):
+        return None
+    return tuple(allowed)
 
 
 class _Kernel:
@@ -201,13 +211,14 @@ class _Kernel:
 
 
 def simulate(cluster: Cluster, workload, policy, oracle, config: EngineConfig | None = None,
-             learning=None) -> SimResult:
+             learning=None, truth=None) -> SimResult:
     """Run one policy on one cluster and workload; returns per-job results.  ``learning``: a
-    :class:`sim.learning.world.LearningWorld` (the jobs' learning truth), or None."""
+    :class:`sim.learning.world.LearningWorld` (the jobs' learning truth), or None; ``truth``: see
+    :func:`run_jobs`."""
     config = config or EngineConfig()
     jobs = job_specs(workload, oracle, config.restart_delay_s)
     return run_jobs(cluster, jobs, policy, oracle, config, job_ids=workload.job_id,
-                    learning=learning)
+                    learning=learning, truth=truth)
 
 
 def _validate(cluster: Cluster, jobs: JobSpecs, oracle) -> None:
@@ -228,21 +239,26 @@ def _validate(cluster: Cluster, jobs: JobSpecs, oracle) -> None:
 
 
 def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineConfig,
-             job_ids: np.ndarray | None = None, learning=None) -> SimResult:
+             job_ids: np.ndarray | None = None, learning=None, truth=None) -> SimResult:
     """Run ``policy`` over resolved job specs (see :func:`job_specs`).  ``learning``: the
     learning simulator (``sim.learning.world.LearningWorld``; it observes every decision,
-    masks the truth of time-to-accuracy jobs and sets their rates), or None."""
+    masks the truth of time-to-accuracy jobs and sets their rates), or None.  ``truth``: hidden
+    per-(job, server) speed factors (``sim.hops.servers.ServerTruth``): every rate is multiplied
+    by ``truth.factors(ids, indptr, nodes)``, and policies see only ``truth.monitor()`` as
+    ``SchedState.monitor``; such runs decide in Python.  None: no hidden truth."""
     _validate(cluster, jobs, oracle)
-    return _Run(cluster, jobs, policy, oracle, config, learning).run(job_ids)
+    return _Run(cluster, jobs, policy, oracle, config, learning, truth).run(job_ids)
 
 
 class _Run:
     """One simulation: the decision loop around a kernel, and what it records."""
 
     def __init__(self, cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineConfig,
-                 learning=None):
+                 learning=None, truth=None):
         self.cluster, self.jobs, self.policy, self.oracle = cluster, jobs, policy, oracle
         self.world = learning
+        self.truth = truth
+        self.monitor = None if truth is None else truth.monitor()
         self.clairvoyant = bool(getattr(policy, "clairvoyant", False))
         if learning is not None:
             learning.start(jobs)
@@ -272,10 +288,11 @@ class _Run:
         self.queued_view = _policy_view(policy) == "queued"
         self.rate_model = getattr(policy, "rate_model", None)
         # Python decides when the learning world observes every decision and sets true rates,
-        # or when the policy has its own rate model (the kernel knows only the oracle)
+        # or when the policy has its own rate model or the run hidden server truth (the kernel
+        # knows only the oracle)
         self.native = (native_params(policy)
                        if config.native and shortcuts and learning is None and self.rate_model is None
-                       else None)
+                       and truth is None else None)
         self.times = {"kernel_s": 0.0, "snapshot_s": 0.0, "policy_s": 0.0, "oracle_s": 0.0,
                       "learning_s": 0.0}
 
@@ -344,6 +361,8 @@ class _Run:
         t_world = time.perf_counter()
         if self.world is not None:
             state = self.world.observe(state, self.clairvoyant)
+        if self.monitor is not None:
+            state = replace(state, monitor=self.monitor)
         t_call = time.perf_counter()
         plan = self.policy.schedule(state)
         if self.defragment:
@@ -357,7 +376,7 @@ class _Run:
         self.times["policy_s"] += t_done - t_call
         self.times["oracle_s"] += _apply_plan(k, state, plan, self.oracle, self.cluster,
                                               self.used_types, self.scale_applied, self.policy.name,
-                                              self.rate_model)
+                                              self.rate_model, self.truth)
         return plan.wakeup
 
     def _place_lone_arrival(self) -> bool:
@@ -371,7 +390,8 @@ class _Run:
                                   want, self.lone_mode)
         plan = Plan(np.array([0, nodes.shape[0]], np.int64), nodes, counts)
         self.times["oracle_s"] += _apply_plan(k, state, plan, self.oracle, c, self.used_types,
-                                              self.scale_applied, self.policy.name, self.rate_model)
+                                              self.scale_applied, self.policy.name, self.rate_model,
+                                              self.truth)
         self.engine_placed += 1
         return True
 
@@ -428,9 +448,10 @@ class _Run:
 
 def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster: Cluster,
                 used_types: np.ndarray, scale_applied: np.ndarray, policy_name: str,
-                rate_model=None) -> float:
+                rate_model=None, truth=None) -> float:
     """Apply a plan's changes; returns the seconds spent in the throughput oracle (or in the
-    policy's rate model, sim.state.RateModel, when it has one)."""
+    policy's rate model, sim.state.RateModel, when it has one).  ``truth``: hidden per-server
+    factors that multiply the rates (see :func:`run_jobs`)."""
     oracle_s = 0.0
     k = len(state.active)
     if plan.indptr.shape != (k + 1,):
@@ -449,6 +470,8 @@ def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster:
                        ngpu, n_nodes, mask, min_speed, cluster)
         oracle_s = time.perf_counter() - t0
         on = ngpu > 0
+        if truth is not None:
+            rates = rates * truth.factors(ids, sub_indptr, sub_nodes)
         rates = np.where(on, rates, 0.0)           # an empty placement: a preemption
         if (on & ~(rates > 0)).any():
             _zero_rate_error(rates, on, ids, mask, cluster, policy_name, state.now)

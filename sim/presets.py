@@ -21,7 +21,10 @@ sia-64      Sia's 64-GPU physical cluster [Jayaram Subramanya et al., SOSP'23]: 
 hops-512    Hops' simulated cluster [Wang et al., SoCC'24 §4; algorithms.md §4.11]: 16 x 8
             GTX 1080 Ti, 16 x 8 Titan Xp, 16 x 8 RTX 3090 (Sugon), 8 x 8 RTX 3090 (TIGERWAY
             YK8100-8G), 8 x 8 RTX 3090 (YK8100-10G).  The three RTX 3090 server models share GPU
-            type "rtx3090" and differ by speed factor (HOPS_RTX3090_SPEED, our choice).
+            type "rtx3090"; their node names say the server model (``rtx3090-sugon-*``,
+            ``rtx3090-yk8g-*``, ``rtx3090-yk10g-*``).  Every visible speed factor is 1: the
+            server-entity differences Hops senses are hidden (HOPS_RTX3090_SPEED, our choice,
+            applied by :class:`sim.hops.servers.ServerTruth`, never by the cluster itself).
             Inter-node 100 Gb/s (the paper's InfiniBand).
 hops-64     Hops' physical cluster: 2 x 8 GTX 1080 Ti, 4 x 8 Titan Xp, 2 x 4 RTX 3090 (Sugon),
             2 x 4 RTX 3090 (YK8100-8G); 10 servers, 64 GPUs.
@@ -41,16 +44,22 @@ from .cluster import (DEFAULT_INTER_BW_GBPS, DEFAULT_INTRA_BW_GBPS, Cluster, clu
                       cluster_from_toml, parse_uniform)
 from .errors import ConfigError
 
-__all__ = ["PRESETS", "list_presets", "get_preset", "load_cluster", "HOPS_RTX3090_SPEED", "GAVEL_GPUS_PER_SERVER",
+__all__ = ["PRESETS", "list_presets", "get_preset", "load_cluster", "HOPS_RTX3090_SPEED", "HOPS_SERVER_PREFIX", "GAVEL_GPUS_PER_SERVER",
            "PHILLY_GPU_TYPE", "PHILLY_MACHINES"]
 
 #: GPUs per server in ``gavel-108`` (our choice; Gavel's own simulator default is 1).
 GAVEL_GPUS_PER_SERVER = 4
 
-#: Speed factors of the three RTX 3090 server models of Hops.  Our choice [I]: the paper reports
-#: server-entity heterogeneity among them but no factor; we order them by host CPU generation
-#: (Xeon Gold 5118 Skylake -> 5218 Cascade Lake -> Xeon 5320 Ice Lake) with 10% steps.
+#: Hidden speed factors of the three RTX 3090 server models of Hops.  Our choice [I]: the paper
+#: reports server-entity heterogeneity among them but no factor; we order them by host CPU
+#: generation (Xeon Gold 5118 Skylake -> 5218 Cascade Lake -> Xeon 5320 Ice Lake) with 10% steps.
+#: They are not the presets' visible ``node_speed`` (all 1): :class:`sim.hops.servers.ServerTruth`
+#: applies them, keyed by the node-name prefixes of :data:`HOPS_SERVER_PREFIX`.
 HOPS_RTX3090_SPEED = {"sugon": 0.9, "yk8100-8g": 1.0, "yk8100-10g": 1.1}
+
+#: node-name prefix of each RTX 3090 server model in ``hops-512`` / ``hops-64``
+HOPS_SERVER_PREFIX = {"sugon": "rtx3090-sugon-", "yk8100-8g": "rtx3090-yk8g-",
+                      "yk8100-10g": "rtx3090-yk10g-"}
 
 #: Hops' servers are connected by 100 Gb InfiniBand (paper §4).
 HOPS_INTER_BW_GBPS = 100.0
@@ -93,23 +102,23 @@ def _hops(name: str, groups) -> Cluster:
 
 
 def _hops_512() -> Cluster:
-    sp = HOPS_RTX3090_SPEED
+    pre = HOPS_SERVER_PREFIX
     return _hops("hops-512", [
         (16, 8, "gtx1080ti", 1.0, "gtx1080ti-"),
         (16, 8, "titanxp", 1.0, "titanxp-"),
-        (16, 8, "rtx3090", sp["sugon"], "rtx3090-sugon-"),
-        (8, 8, "rtx3090", sp["yk8100-8g"], "rtx3090-yk8g-"),
-        (8, 8, "rtx3090", sp["yk8100-10g"], "rtx3090-yk10g-"),
+        (16, 8, "rtx3090", 1.0, pre["sugon"]),
+        (8, 8, "rtx3090", 1.0, pre["yk8100-8g"]),
+        (8, 8, "rtx3090", 1.0, pre["yk8100-10g"]),
     ])
 
 
 def _hops_64() -> Cluster:
-    sp = HOPS_RTX3090_SPEED
+    pre = HOPS_SERVER_PREFIX
     return _hops("hops-64", [
         (2, 8, "gtx1080ti", 1.0, "gtx1080ti-"),
         (4, 8, "titanxp", 1.0, "titanxp-"),
-        (2, 4, "rtx3090", sp["sugon"], "rtx3090-sugon-"),
-        (2, 4, "rtx3090", sp["yk8100-8g"], "rtx3090-yk8g-"),
+        (2, 4, "rtx3090", 1.0, pre["sugon"]),
+        (2, 4, "rtx3090", 1.0, pre["yk8100-8g"]),
     ])
 
 

@@ -31,6 +31,9 @@ class JobSpecs:
     est_duration: np.ndarray   # float64, s, at the requested count on the reference GPU
     priority: np.ndarray       # float64, weight
     restart_delay: np.ndarray  # float64, s
+    #: per job, its finite set of allowed GPU counts (Hops' requirement set, the job table's
+    #: ``gpus_allowed``) as a tuple, or None; None for the whole run when no job has one
+    gpus_allowed: tuple | None = None
 
     def __len__(self) -> int:
         return int(self.arrival.shape[0])
@@ -66,6 +69,9 @@ class SchedState:
     #: runs ``remaining`` and ``jobs.work`` are NaN for time-to-accuracy jobs (the simulator's
     #: truth, which no real scheduler knows), unless the policy is ``clairvoyant``.
     learning: object | None = None
+    #: measurements of the jobs' iterations on the servers they ran on (sim.hops.servers.Monitor:
+    #: the running-mode profiler of a run with hidden server truth), None in runs without one
+    monitor: object | None = None
 
     @property
     def demand(self) -> np.ndarray:

@@ -34,14 +34,17 @@ def test_presets_listed_and_immutable():
         get_preset("nope")
 
 
-def test_hops_rtx3090_server_models_differ_by_speed_only():
+def test_hops_rtx3090_server_models_differ_by_hidden_speed_only():
+    """The server models are told apart by node name; their speeds are hidden (all visible 1)."""
+    from sim.hops.servers import hidden_server_speeds
     c = get_preset("hops-512")
     t = c.type_id("rtx3090")
-    speeds = c.node_speed[c.node_type == t]
+    assert np.all(c.node_speed == 1.0)
+    speeds = hidden_server_speeds(c)[c.node_type == t]
     assert sorted(np.unique(speeds)) == sorted(HOPS_RTX3090_SPEED.values())
     assert (speeds == HOPS_RTX3090_SPEED["sugon"]).sum() == 16
     assert (speeds == HOPS_RTX3090_SPEED["yk8100-10g"]).sum() == 8
-    assert np.all(c.node_speed[c.node_type != t] == 1.0)
+    assert np.all(hidden_server_speeds(c)[c.node_type != t] == 1.0)
 
 
 def test_philly_machine_mix():

@@ -1,0 +1,49 @@
+"""Hops' evaluation metrics (algorithms.md §1.2, §4.4, §4.11) on a finished run.
+
+``LR_j = wait_j / age_j`` uses the run seconds as the age, as :func:`sim.metrics.summary` does.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..metrics import finish_time_fairness
+from ..result import wait_times
+
+__all__ = ["latency_ratios", "max_latency_ratio", "raqlr", "fragments_per_round", "max_ftf_rho"]
+
+
+def latency_ratios(result) -> np.ndarray:
+    """LR per job (eq.6): queueing time over run time; NaN for a job that never ran."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(result.run_seconds > 0, wait_times(result) / result.run_seconds, np.nan)
+
+
+def max_latency_ratio(result) -> float:
+    lr = latency_ratios(result)
+    return float(np.nanmax(lr)) if np.isfinite(lr).any() else float("nan")
+
+
+def raqlr(result, at: float, window_s: float) -> float:
+    """Eq.7: the mean LR of the jobs that finished in ``(at - window_s, at]``; NaN if none."""
+    done = (result.finish > at - window_s) & (result.finish <= at)
+    lr = latency_ratios(result)[done]
+    return float(np.nanmean(lr)) if np.isfinite(lr).any() else float("nan")
+
+
+def fragments_per_round(result, round_s: float) -> np.ndarray:
+    """Hops' fragmentation (§4.2): per round, the idle GPUs after the round's last decision while
+    at least one job is still unassigned (0 when none waits); one value per round of the run."""
+    tl = result.timeline
+    t = np.asarray(tl.time, float)
+    if t.size == 0:
+        return np.zeros(0)
+    rnd = np.floor((t - t[0]) / round_s).astype(np.int64)
+    last = np.flatnonzero(np.r_[rnd[1:] != rnd[:-1], True])
+    idle = result.cluster.total_gpus - np.asarray(tl.used_gpus, float)[last]
+    return np.where(np.asarray(tl.queued)[last] > 0, idle, 0.0)
+
+
+def max_ftf_rho(result) -> float:
+    """The largest finish-time fairness rho (Themis; :func:`sim.metrics.finish_time_fairness`)."""
+    rho = finish_time_fairness(result)
+    return float(np.nanmax(rho)) if np.isfinite(rho).any() else float("nan")

@@ -1,0 +1,134 @@
+"""Hops (paper 3): toy cases with hand-worked answers, the estimator, bad input."""
+from __future__ import annotations
+
+import numpy as np
+
+from engine_helpers import LinearOracle, small_cluster, specs
+from sim.engine import EngineConfig, run_jobs
+from sim.hops.configs import Configs, generate_configs, requirement_sets
+from sim.hops.estimator import ThroughputEstimator
+from sim.hops.ilp import gain, prior_weights, solve_ilp
+from sim.hops.metrics import fragments_per_round, max_latency_ratio, raqlr
+from sim.hops.servers import ServerTruth
+from sim.hops.window import sensitivity_adjust, service_window
+from sim.policies import get_policy
+from sim.presets import get_preset
+from sim.state import ROUND, SchedState
+
+
+def test_service_window_stops_at_first_job_reaching_the_cluster():
+    # cumulative R_1: 2, 6, 7, 15 -> reaches 8 GPUs at the 4th job
+    assert service_window(np.array([2, 4, 1, 8, 3]), 8) == 4
+    assert service_window(np.array([2, 6, 5]), 8) == 2       # 2 + 6 = 8 counts (>=)
+    assert service_window(np.array([1, 1]), 8) == 2          # never reached: the whole queue
+
+
+def test_sensitivity_adjust_adds_low_sensitivity_jobs_past_the_window():
+    rho = np.array([2.0, 1.9, 1.0, 1.7, 1.1, 1.0])           # queue mean 1.45
+    rmin = np.array([1, 1, 4, 1, 2, 1])
+    in_set = np.array([True, True, False, False, False, False])
+    # set mean 1.95 > 1.45: walk from position 2: job 2 needs 4 > 3 idle, job 3 rho 1.7 >= mean,
+    # job 4 (rho 1.1, R_1 2) joins -> set mean 1.67, still high -> job 5 joins -> 1.5, queue end
+    out = sensitivity_adjust(rho, rmin, in_set, 2, idle=3)
+    assert out.tolist() == [True, True, False, False, True, True]
+
+
+def test_configuration_generation_by_hand():
+    free = np.array([2, 3, 8, 1, 4])
+    node_type, node_gpus = np.array([0, 0, 0, 1, 1]), np.array([8, 8, 8, 4, 4])
+    # job 0 (low sensitivity) R = {1, 4}; job 1 (high) R = {6}; all factors equal
+    cfg = generate_configs([np.array([1, 4]), np.array([6])], np.ones((2, 5)), np.array([False, True]),
+                           free, node_type, node_gpus, 2, top=2)
+    got = [(int(j), tuple(cfg.nodes[a:b]), tuple(cfg.counts[a:b]))
+           for j, a, b in zip(cfg.job, cfg.indptr[:-1], cfg.indptr[1:])]
+    # R=1 on type 0: the two tightest servers (0: 2 free, 1: 3 free); R=4: only server 2;
+    # type 1: R=1 on servers 3, 4; R=4 on server 4.  Job 1: R=6 only on server 2 (type 1 has 5).
+    assert got == [(0, (0,), (1,)), (0, (1,), (1,)), (0, (2,), (4,)), (0, (3,), (1,)),
+                   (0, (4,), (1,)), (0, (4,), (4,)), (1, (2,), (6,))]
+    # R = 5 does not fit one type-1 server: adjacent servers 3 + 4 filled as much as possible
+    cfg = generate_configs([np.array([5])], np.ones((1, 5)), np.array([False]), free, node_type,
+                           node_gpus, 2, top=2)
+    assert cfg.nodes.tolist() == [2, 3, 4] and cfg.counts.tolist() == [5, 1, 4]
+    # a high-sensitivity job never spreads when R_1 fits a server of the type
+    cfg = generate_configs([np.array([3, 5])], np.ones((1, 5)), np.array([True]), free, node_type,
+                           node_gpus, 2, top=2)
+    assert np.diff(cfg.indptr).max() == 1
+
+
+def test_requirement_sets():
+    sets = requirement_sets(np.array([2, 4, 1]), np.array([2, 1, 1]), np.array([2, 8, 1]),
+                            [None, None, (4, 1, 2)], r_num=4)
+    assert [s.tolist() for s in sets] == [[2], [1, 3, 6, 8], [1, 2, 4]]
+
+
+def test_prior_weights_bias_and_lambda():
+    np.testing.assert_allclose(prior_weights(np.array([0.5, 2.0])), [0.5, 2.0])
+    np.testing.assert_allclose(prior_weights(np.array([-1.0, 0.5])), [0.01, 1.51])
+    np.testing.assert_allclose(prior_weights(np.array([-1.0, 0.5]), lam=2), [1e-4, 1.51 ** 2])
+
+
+def test_small_ilp_by_hand():
+    # one 4-GPU server.  job 0: {s:4} weight*gain 2.  job 1: {s:2} 3, {s:4} 4.5.
+    # feasible sets: {job0 4} = 2, {job1 2} = 3, {job1 4} = 4.5 -> job 1 takes all 4 GPUs
+    cfg = Configs(np.array([0, 1, 1]), np.array([0, 1, 2, 3]), np.array([0, 0, 0]), np.array([4, 2, 4]))
+    assert solve_ilp(cfg, np.array([2.0, 3.0, 4.5]), 2, np.array([4]), mip_rel_gap=0).tolist() == [-1, 2]
+    # two servers of 4: both jobs fit (2 + 4.5 on separate servers beats anything else)
+    cfg = Configs(np.array([0, 1, 1]), np.array([0, 1, 2, 3]), np.array([0, 1, 1]), np.array([4, 2, 4]))
+    assert solve_ilp(cfg, np.array([2.0, 3.0, 4.5]), 2, np.array([4, 4]), mip_rel_gap=0).tolist() == [0, 2]
+    np.testing.assert_allclose(gain(np.array([0, 0, 1]), np.array([2.0, 6.0, 5.0]), 2), [1, 3, 1])
+
+
+def test_estimator_layers_and_convergence():
+    c = get_preset("hops-64")
+    truth = ServerTruth(c, 4, seed=3)
+    mon = truth.monitor()
+    est = ThroughputEstimator(4, c.node_type, c.n_types)
+    assert np.all(est.factors([0]) == 1.0)                    # nothing known: theory default 1
+    est.record_profile(0, 0, mon.profile(0, 0, 30))
+    f = est.factors([0])[0]
+    assert f[1] == est.theory[0, c.node_type[1]]              # same type, unseen server: layer 3
+    est.record(0, np.array([1]), 0.5)
+    f = est.factors([0])[0]
+    assert f[1] == 0.5 and f[2] == 1.0                        # titanxp never seen: layer 3 default
+    est.record(0, np.array([2]), 0.7)                         # servers 2-5 are titanxp
+    assert est.factors([0])[0, 3] == 0.7                      # server 3 unseen: layer 2 (type mean)
+    # running observations converge to the hidden factor
+    for _ in range(200):
+        est.record(1, np.array([5]), mon.observe(1, [5], 20))
+    assert abs(est.factors([1])[0, 5] / truth.factor[1, 5] - 1) < 0.05
+
+
+def test_hops_runs_with_hidden_truth_and_learns():
+    c = small_cluster()
+    jobs = specs([0, 0, 10, 20], [2, 4, 1, 2], [500.0, 800.0, 100.0, 300.0])
+    truth = ServerTruth(c, 4, seed=0, speed=np.array([1.0, 0.8, 1.2]))
+    pol = get_policy("hops")
+    res = run_jobs(c, jobs, pol, LinearOracle(), EngineConfig(), truth=truth)
+    assert np.all(np.isfinite(res.finish))
+    assert pol.est.profiled.all() and pol.est.srv_cnt.sum() > 0
+    assert max_latency_ratio(res) >= 0 and np.isfinite(raqlr(res, float(res.finish.max()), 1e9))
+    assert fragments_per_round(res, 60.0).min() >= 0
+
+
+def _state(cluster, jobs, reasons=ROUND):
+    n = len(jobs)
+    return SchedState(now=0.0, reasons=reasons, cluster=cluster, jobs=jobs, active=np.arange(n),
+                      ngpu=np.zeros(n, np.int32), remaining=jobs.work.copy(), attained_gpu_s=np.zeros(n),
+                      run_s=np.zeros(n), queued_since=np.zeros(n), pl_indptr=np.zeros(n + 1, np.int64),
+                      pl_nodes=np.zeros(0, np.int32), pl_counts=np.zeros(0, np.int32),
+                      node_free=cluster.node_gpus.copy(), oracle=LinearOracle())
+
+
+def test_bad_requirement_sets_wait_with_a_reason():
+    from dataclasses import replace
+    c = small_cluster()
+    jobs = specs([0, 0, 0], [2, 1, 1], [10.0, 10.0, 10.0])
+    # job 1: no count fits the 10-GPU cluster; job 2: 5 GPUs fit no server, and it is placed
+    # nowhere (high sensitivity is not needed: type "fast" has 4 GPUs, "slow" 4 + 2 spread)
+    jobs = replace(jobs, gpus_allowed=(None, (100,), (9,)))
+    pol = get_policy("hops")
+    plan = pol.schedule(_state(c, jobs))
+    lens = np.diff(plan.indptr)
+    assert lens[0] > 0 and lens[1] == 0 and lens[2] == 0
+    assert "fits" in pol.waiting_reason[1]
+    assert plan.wakeup is not None
