@@ -79,17 +79,8 @@ static int heap_push(sk_engine *e, double t, int32_t kind, int64_t job, int64_t 
 
 static sk_event heap_pop(sk_engine *e) {
     sk_event top = e->heap[0];
-    sk_event last = e->heap[--e->heap_len];
-    int64_t i = 0, n = e->heap_len;
-    for (;;) {
-        int64_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && ev_less(&e->heap[c + 1], &e->heap[c])) c++;
-        if (!ev_less(&e->heap[c], &last)) break;
-        e->heap[i] = e->heap[c];
-        i = c;
-    }
-    if (n > 0) e->heap[i] = last;
+    e->heap[0] = e->heap[--e->heap_len];
+    if (e->heap_len > 0) sift_down(e, 0);
     return top;
 }
 
