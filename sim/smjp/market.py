@@ -120,14 +120,27 @@ def _auction(value, slot_job, cap, eps_list):
     owner = np.full(u, -1, np.int64)
     slot_unit = np.full(n, -1, np.int64)
     stack = np.empty(n, np.int64)
-    bound = 0.0
+    vmax = 0.0
     for i in range(S):
         for c in range(C):
             if np.isfinite(value[i, c]):
-                bound = max(bound, abs(value[i, c]))
-    bound = (bound + eps_list[0]) * (2 * n + 2)
+                vmax = max(vmax, abs(value[i, c]))
+    reach = (2.0 * vmax + eps_list[0]) * (2 * n + 2)
     y = np.zeros((S, C), np.int64)
     for eps in eps_list:
+        # the market is square (every worker is taken), so lowering every price by the same
+        # amount keeps eps-complementary slackness: start each phase with the cheapest worker
+        # at 0, and a phase whose prices climb past ``reach`` above the dearest start price is
+        # stuck (infeasible), never merely slow
+        low, high = np.inf, -np.inf
+        for c in range(C):
+            for j in range(size[c]):
+                low = min(low, hp[c, j])
+        for c in range(C):
+            for j in range(size[c]):
+                hp[c, j] -= low
+                high = max(high, hp[c, j])
+        limit = high + reach
         owner[:] = -1
         slot_unit[:] = -1
         for s in range(n):
@@ -146,7 +159,7 @@ def _auction(value, slot_job, cap, eps_list):
                     second, best, bc = best, pay, c
                 elif pay > second:
                     second = pay
-            if bc < 0 or hp[bc, 0] > bound:
+            if bc < 0 or hp[bc, 0] > limit:
                 return False, y
             if size[bc] > 1:
                 m2 = hp[bc, 1]
