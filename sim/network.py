@@ -204,5 +204,5 @@ def _warn_unread(oracle, cluster: Cluster) -> None:
     warnings.warn(BandwidthWarning(
         f"cluster {cluster.name!r}: its bandwidths differ from the defaults "
         f"({DEFAULT_INTRA_BW_GBPS:g}/{DEFAULT_INTER_BW_GBPS:g} Gbit/s intra/inter) but the "
-        f"throughput model {name} does not read bandwidths (its rates hold the network it was "
-        f"measured or fitted on): they change nothing in this run (docs/network.md)"), stacklevel=3)
+        f"throughput model {name} does not read bandwidths (its rates already hold a network: "
+        f"measured, fitted or recorded): they change nothing in this run (docs/network.md)"), stacklevel=3)

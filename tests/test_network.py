@@ -132,3 +132,16 @@ def test_cli_bandwidths_change_the_result():
     """Issue 17: inter = 0.5 and 1e9 gave the same results; now a slow network is slower."""
     slow, default, fast = (_cli_avg_jct(x) for x in ("0.5", "25", "1e9"))
     assert slow > default > fast
+
+
+def test_cli_says_in_one_line_when_nothing_reads_the_bandwidths(tmp_path):
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("arrival_s,gpus,model,duration_s\n0,8,trace,600\n10,2,trace,60\n")
+    res = subprocess.run([sys.executable, "-m", "sim.cli", "run", "--cluster", "uniform:nodes=2,gpus=4,inter=5",
+                          "--workload", str(jobs), "--throughputs", "replay", "--policy", "fifo",
+                          "--no-progress", "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    said = [line for line in res.stderr.splitlines() if "bandwidth" in line]   # json: info on stderr
+    assert len(said) == 1 and said[0].startswith("clustersim: warning: "), res.stderr
+    assert "does not read bandwidths" in said[0] and "Warning" not in res.stderr
+    assert json.loads(res.stdout)["fifo"]["makespan_s"] == pytest.approx(660.0)   # 600 s, then 60 s
