@@ -390,6 +390,23 @@ def test_non_utf8_json_lines_counts_lines_across_chunks(tmp_path):
     assert report.rows == 60 and report.skipped == {"not_utf8": 1}
 
 
+def test_non_utf8_job_table_rows_name_line_and_field_and_are_skippable(tmp_path):
+    p = tmp_path / "jobs.csv"
+    p.write_bytes(b"arrival_s,gpus,model,duration_s\n0,1,ResNet-18 (batch size 64),60\n"
+                  b"1,1,Res\xffNet,60\n2,1,ResNet-18 (batch size 64),30\n")
+    with pytest.raises(TraceError) as exc:
+        JobTable.read(p)
+    assert (exc.value.file, exc.value.row, exc.value.field) == (str(p), 1, "model")
+    assert exc.value.message == "not UTF-8 text: invalid bytes (line 3)"
+    kept = JobTable.read(p, skip_invalid=True)
+    assert kept.job_id.tolist() == [0, 2] and [e.row for e in kept.skipped] == [1]
+    one_line_error(cli("run", "--workload", p, "--policy", "fifo", "--no-progress"),
+                   contains="row 1, field 'model': not UTF-8 text: invalid bytes (line 3)")
+    res = cli("trace", "stats", p, "--format", "jobs", "--skip-invalid")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert "not_utf8; rows 1" in res.stdout
+
+
 def test_non_utf8_json_outside_a_string_is_an_error_even_when_skipping(tmp_path):
     p = tmp_path / "log.json"
     p.write_bytes(b'[{"jobid": "a"},\n {"jobid": "b"}\xff]\n')

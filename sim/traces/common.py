@@ -39,6 +39,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError, TraceError
+from ..fsio import CheckedUtf8
 from ..jobs import JobTable
 from ..limits import MAX_TIME_S, clip, fmt_num
 
@@ -287,62 +288,7 @@ def _check_file(path) -> Path:
     return p
 
 
-class _CheckedUtf8(io.RawIOBase):
-    """The bytes of a text file as pyarrow reads them, with the lines that are not valid UTF-8
-    found and their bad bytes replaced (U+FFFD), so one such line is a row-level problem (named
-    by its line, skippable) instead of a failure of the whole block.  Line breaks are kept, so
-    physical line numbers do not change.  ``bad_lines`` lists the 1-based lines found so far."""
-
-    def __init__(self, path: Path, chunk: int = _CSV_BLOCK):
-        super().__init__()
-        self._f = open(path, "rb")
-        self._chunk = chunk
-        self._carry = b""
-        self._buf = memoryview(b"")
-        self._line = 1
-        self.bad_lines: list[int] = []
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        self._f.close()
-        super().close()
-
-    def readinto(self, b) -> int:
-        while not len(self._buf):
-            chunk = self._f.read(self._chunk)
-            if not chunk and not self._carry:
-                return 0
-            data = self._carry + chunk
-            cut = data.rfind(b"\n") + 1 if chunk else len(data)   # whole lines, all at the end
-            if cut == 0:                    # no line end yet: read on
-                self._carry = data
-                continue
-            self._carry = data[cut:]
-            self._buf = memoryview(self._clean(data[:cut]))
-        n = min(len(b), len(self._buf))
-        b[:n] = self._buf[:n]
-        self._buf = self._buf[n:]
-        return n
-
-    def _clean(self, data: bytes) -> bytes:
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            pieces = data.split(b"\n")
-            for k, piece in enumerate(pieces):
-                try:
-                    piece.decode("utf-8")
-                except UnicodeDecodeError:
-                    self.bad_lines.append(self._line + k)
-                    pieces[k] = piece.decode("utf-8", "replace").encode("utf-8")
-            data = b"\n".join(pieces)
-        self._line += data.count(b"\n")
-        return data
-
-
-def _drop_bad_text(stream: _CheckedUtf8, batch: pa.RecordBatch, rows: np.ndarray, line_offset: int,
+def _drop_bad_text(stream: CheckedUtf8, batch: pa.RecordBatch, rows: np.ndarray, line_offset: int,
                    report: TraceReport, skip_invalid: bool):
     """Rows of ``batch`` on lines that were not UTF-8: raise for the first, or skip and count
     them (reason ``not_utf8``).  Returns the batch and its rows without them."""
@@ -448,7 +394,7 @@ def csv_batches(path, *, fmt_name: str, report: TraceReport, required: Sequence[
             raise TraceError(f"not a text file or not UTF-8: {msg}", file=src) from None
         raise TraceError(f"cannot parse as {fmt_name}: {msg}", file=src) from None
 
-    stream = _CheckedUtf8(path)
+    stream = CheckedUtf8(path, _CSV_BLOCK)
     try:
         yield from _csv_blocks(stream, ropt, popt, copt, fail, malformed, report, skip_invalid,
                                line_offset, wanted, src)
