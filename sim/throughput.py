@@ -21,6 +21,11 @@ throughput table (``simulation_throughputs.json``) and applies these rules:
   (peak FP32 TFLOPS from vendor spec sheets) unless the caller passes its own.  A type in neither
   the table nor the speed table is a :class:`~sim.errors.ConfigError`.
 
+* **Network**: the rates hold the communication of the network they were measured on
+  (``reference_bandwidth_gbps``, default the cluster defaults); on a cluster with other bandwidths
+  the engine replaces the ring all-reduce term by the one over the placement's slowest link
+  (:mod:`sim.network`, docs/network.md).  Policies read these rates as measured.
+
 A rate of 0 means the job cannot run there (Gavel measured 0, e.g. ResNet-50 with batch 128 on
 2+ K80s: out of memory); policies must not place a job where its rate is 0.
 
