@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine_helpers import NETWORK_BANDWIDTHS, LinearOracle, NetworkOracle, small_cluster, specs
-from sim.cluster import Cluster
 from sim.engine import EngineConfig, run_jobs
 from sim.errors import SimError
 from sim.native import native_params
@@ -159,9 +158,7 @@ def test_native_zero_throughput_is_a_clear_error():
         def rates(self, model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types):
             r = super().rates(model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types)
             return np.where((np.asarray(type_mask) >> 1) & 1, 0.0, r)
-    cluster = Cluster(name="t", gpu_types=("fast", "slow"), node_gpus=np.array([1, 4], np.int32),
-                      node_type=np.array([0, 1], np.int32), node_speed=np.ones(2),
-                      intra_bw_gbps=np.full(2, 100.0), inter_bw_gbps=np.full(2, 10.0))
+    cluster = small_cluster(gpus=(1, 4), types=(0, 1), speed=(1.0, 1.0))
     jobs = specs([0.0, 0.0], [1, 1], [100.0, 100.0])
     for native in (True, False):
         with pytest.raises(SimError, match=r"placed job 1 at t=0.0 on GPU types slow where its throughput is 0"):
