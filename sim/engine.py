@@ -19,6 +19,7 @@ from .errors import ConfigError, SimError
 from .limits import MAX_TIME_S, check_round, check_seconds, fmt_num
 from .metrics import FGDTracker
 from .native import NativeRun, native_params
+from .network import rate_oracle
 from .plan_diff import plan_changes
 from .placement import PLACEMENT_MODES, place_one
 from .result import SimResult, Timeline
@@ -287,6 +288,9 @@ class _Run:
         self.skipped = 0
         self.queued_view = _policy_view(policy) == "queued"
         self.rate_model = getattr(policy, "rate_model", None)
+        # placement rates: the oracle's with the network term at the cluster's bandwidths
+        # (sim.network); a policy's own rate model has its own
+        self.rates_from = oracle if self.rate_model is not None else rate_oracle(oracle, cluster)
         # Python decides when the learning world observes every decision and sets true rates,
         # or when the policy has its own rate model or the run hidden server truth (the kernel
         # knows only the oracle)
@@ -325,7 +329,7 @@ class _Run:
     def run_native(self, job_ids) -> SimResult:
         """The whole run inside the kernel (sim.native): decisions, records and all."""
         t0 = time.perf_counter()
-        nr = NativeRun(self.kernel, self.cluster, self.jobs, self.oracle, self.native,
+        nr = NativeRun(self.kernel, self.cluster, self.jobs, self.rates_from, self.native,
                        self.fgd_weights, self.policy.name)
         nr.run()
         wall = time.perf_counter() - t0
@@ -374,7 +378,7 @@ class _Run:
         self.times["snapshot_s"] += t_world - t_snap
         self.times["learning_s"] += t_call - t_world + time.perf_counter() - t_done
         self.times["policy_s"] += t_done - t_call
-        self.times["oracle_s"] += _apply_plan(k, state, plan, self.oracle, self.cluster,
+        self.times["oracle_s"] += _apply_plan(k, state, plan, self.rates_from, self.cluster,
                                               self.used_types, self.scale_applied, self.policy.name,
                                               self.rate_model, self.truth)
         return plan.wakeup
@@ -389,7 +393,7 @@ class _Run:
         nodes, counts = place_one(state.node_free.astype(np.int32), c.node_type, len(c.gpu_types),
                                   want, self.lone_mode)
         plan = Plan(np.array([0, nodes.shape[0]], np.int64), nodes, counts)
-        self.times["oracle_s"] += _apply_plan(k, state, plan, self.oracle, c, self.used_types,
+        self.times["oracle_s"] += _apply_plan(k, state, plan, self.rates_from, c, self.used_types,
                                               self.scale_applied, self.policy.name, self.rate_model,
                                               self.truth)
         self.engine_placed += 1

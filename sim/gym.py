@@ -51,6 +51,7 @@ from .cluster import Cluster
 from .engine import _Kernel, _validate, job_specs
 from .errors import ConfigError
 from .jobs import JobTable
+from .network import rate_oracle
 from .placement import PLACEMENT_MODES, place_one
 from .presets import load_cluster
 from .scenario import DEFAULT_LOAD
@@ -94,6 +95,7 @@ class ClusterEnv(gymnasium.Env):
         self._type_total = np.bincount(c.node_type, weights=c.node_gpus, minlength=self._types)
         self._largest_node, self._total_gpus = int(c.node_gpus.max()), int(c.total_gpus)
         self._rates: dict = {}           # placement summary -> rate; one oracle, kept across episodes
+        self._rate_oracle = rate_oracle(self.oracle, c)    # the engine's network term (sim.network)
         self.action_space = spaces.Discrete(self.slots + 1)
         self.observation_space = spaces.Dict({
             "queue": spaces.Box(0.0, _HIGH, (self.slots, len(QUEUE_FEATURES)), np.float32),
@@ -218,7 +220,7 @@ class ClusterEnv(gymnasium.Env):
         key = (self._model[j], want, nodes.shape[0], mask, speed)
         rate = self._rates.get(key)
         if rate is None:
-            rate = float(self.oracle.rates(
+            rate = float(self._rate_oracle.rates(
                 np.array([key[0]], np.int64), np.array([want], np.int64),
                 np.array([key[2]], np.int64), np.array([mask], np.int64), np.array([speed]),
                 self.cluster.gpu_types)[0])

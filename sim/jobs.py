@@ -48,7 +48,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from .errors import ConfigError, TraceError
-from .fsio import atomic_path
+from .fsio import CheckedUtf8, atomic_path
 from .limits import MAX_TIME_S, fmt_num
 
 __all__ = ["JOB_SCHEMA", "JobTable", "REQUIRED_COLUMNS"]
@@ -115,18 +115,20 @@ class JobTable:
         if path.is_dir():
             raise TraceError("is a directory, expected a job table file", file=src)
         ext = path.suffix.lower()
+        not_utf8 = np.zeros(0, np.int64)          # data rows on lines that were not UTF-8 (CSV)
         try:
             if ext in (".parquet", ".pq"):
                 t = pq.read_table(path)
             elif ext == ".csv":
-                t = _read_csv(path)
+                t, not_utf8 = _read_csv(path)
             else:
                 raise TraceError(f"unknown job table format {ext!r} (use .parquet or .csv)", file=src)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
             raise TraceError(f"cannot read job table: {exc}", file=src) from None
         except UnicodeDecodeError as exc:
             raise TraceError(f"not UTF-8 text: {exc.reason} (a binary file?)", file=src) from None
-        return cls.from_table(t, src, skip_invalid=skip_invalid, require_sorted=require_sorted)
+        return cls(*_validate(t, src, skip_invalid=skip_invalid, require_sorted=require_sorted,
+                              not_utf8=not_utf8))
 
     def write(self, path) -> None:
         """Write Parquet (``.parquet``/``.pq``) or CSV (``.csv``) by extension."""
@@ -284,12 +286,16 @@ class JobTable:
 
 
 # --------------------------------------------------------------------- CSV
-def _read_csv(path: Path) -> pa.Table:
+def _read_csv(path: Path) -> tuple[pa.Table, np.ndarray]:
+    """The table, and the data rows on lines that were not UTF-8 (their bad bytes read as U+FFFD;
+    rows are lines - 2: the header is line 1)."""
     types = {"user": pa.string(), "vc": pa.string(), "model": pa.string(), "gpus_allowed": pa.string(),
              "iterations": pa.float64(), "duration_s": pa.float64(), "arrival_s": pa.float64(),
              "priority": pa.float64()}
-    t = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=types,
-                                                                  strings_can_be_null=False))
+    with CheckedUtf8(path) as stream:
+        t = pacsv.read_csv(stream, convert_options=pacsv.ConvertOptions(column_types=types,
+                                                                        strings_can_be_null=False))
+        not_utf8 = np.asarray(stream.bad_lines, np.int64) - 2
     if "gpus_allowed" in t.column_names:
         vals = t.column("gpus_allowed").to_pylist()
         out = []
@@ -305,7 +311,7 @@ def _read_csv(path: Path) -> pa.Table:
                                  field="gpus_allowed") from None
         t = t.set_column(t.schema.get_field_index("gpus_allowed"), "gpus_allowed",
                          pa.array(out, pa.list_(pa.int64())))
-    return t
+    return t, not_utf8
 
 
 # --------------------------------------------------------------------- validation
@@ -328,7 +334,18 @@ def _cast(col: pa.ChunkedArray, typ: pa.DataType, field: str, source: str) -> pa
                          field=field) from None
 
 
-def _validate(t: pa.Table, source: str, *, skip_invalid: bool, require_sorted: bool):
+def _text_field(t: pa.Table, row: int) -> str | None:
+    """The first string column whose value in ``row`` holds U+FFFD (bytes that were not UTF-8)."""
+    for name in t.column_names:
+        if pa.types.is_string(t.schema.field(name).type):
+            value = t.column(name)[row].as_py()
+            if value is not None and "\ufffd" in value:
+                return name
+    return None
+
+
+def _validate(t: pa.Table, source: str, *, skip_invalid: bool, require_sorted: bool,
+              not_utf8: np.ndarray | None = None):
     if not isinstance(t, pa.Table):
         raise ConfigError(f"{source}: expected a pyarrow Table, got {type(t).__name__}")
     names = set(t.column_names)
@@ -381,6 +398,10 @@ def _validate(t: pa.Table, source: str, *, skip_invalid: bool, require_sorted: b
     def num(c: str, fill) -> np.ndarray:
         return pc.fill_null(cols[c], fill).to_numpy()
 
+    # rows on lines that were not UTF-8 (CSV): named by line and field, skippable
+    for r in (not_utf8 if not_utf8 is not None else ()):
+        flag(np.arange(n) == r, _text_field(t, int(r)),
+             lambda r: f"not UTF-8 text: invalid bytes (line {r + 2})")
     # nulls in non-nullable columns
     for c in ("job_id", "arrival_s", "gpus", "model", "batch_size", "priority", "gpus_min", "gpus_max"):
         if c in cols and cols[c].null_count:

@@ -16,6 +16,8 @@ from .errors import ConfigError
 from .fsio import atomic_write_text, ensure_out_dir
 from .goodput.workload import is_pollux_workload, read_goodput_workload
 from .jobs import JobTable
+from .learning.workload import learning_workload, learning_world
+from .limits import clip
 from .policies import get_policy
 from .presets import load_cluster
 from .throughput import TableThroughput
@@ -44,6 +46,15 @@ class Scenario:
     throughputs: str | None = None        # "replay", a Gavel JSON or a calib.toml; default built-in
     progress: bool = False
     policy_params: dict = field(default_factory=dict)   # policy name -> {parameter: value}
+    #: generate the EGHS experiment's workload (sim.learning.workload): elastic time-to-accuracy
+    #: jobs with learning profiles and user budgets, each run with its learning simulator
+    learning: bool = False
+
+    def __post_init__(self):
+        if self.learning and self.workload != "generate":
+            raise ConfigError(f"--learning generates its workload (elastic time-to-accuracy jobs with "
+                              f"learning profiles): use it with --workload generate, not "
+                              f"{clip(repr(self.workload))}")
 
     def build(self) -> tuple[Cluster, JobTable, TableThroughput]:
         """The cluster, the workload and the oracle.  A trace file runs its recorded run times
@@ -59,6 +70,9 @@ class Scenario:
                                           oracle=oracle)
             return cluster, table, oracle
         oracle = _oracle(self.throughputs, cluster)
+        if self.learning:
+            return cluster, learning_workload(self.jobs, self.load, self.seed, oracle, sizes=self.sizes,
+                                              durations=self.durations), oracle
         table = generate_workload(self.jobs, self.load, self.seed, sizes=self.sizes,
                                   durations=self.durations, throughput=oracle)
         return cluster, table, oracle
@@ -86,7 +100,8 @@ class Scenario:
         cluster, table, oracle = built if built is not None else self.build()
         results = {}
         for name, policy in policies.items():
-            results[name] = simulate(cluster, table, policy, oracle, config)
+            world = learning_world(table, oracle, self.seed) if self.learning else None
+            results[name] = simulate(cluster, table, policy, oracle, config, learning=world)
             if on_result is not None:
                 on_result(name, results[name])
         return results

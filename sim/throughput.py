@@ -21,6 +21,11 @@ throughput table (``simulation_throughputs.json``) and applies these rules:
   (peak FP32 TFLOPS from vendor spec sheets) unless the caller passes its own.  A type in neither
   the table nor the speed table is a :class:`~sim.errors.ConfigError`.
 
+* **Network**: the rates hold the communication of the network they were measured on
+  (``reference_bandwidth_gbps``, default the cluster defaults); on a cluster with other bandwidths
+  the engine replaces the ring all-reduce term by the one over the placement's slowest link
+  (:mod:`sim.network`, docs/network.md).  Policies read these rates as measured.
+
 A rate of 0 means the job cannot run there (Gavel measured 0, e.g. ResNet-50 with batch 128 on
 2+ K80s: out of memory); policies must not place a job where its rate is 0.
 
@@ -50,7 +55,7 @@ from typing import Mapping, Protocol, runtime_checkable
 import numpy as np
 from numba import njit
 
-from .cluster import canonical_gpu_type
+from .cluster import DEFAULT_INTER_BW_GBPS, DEFAULT_INTRA_BW_GBPS, canonical_gpu_type
 from .errors import ConfigError
 from .fsio import read_text_file
 
@@ -292,6 +297,20 @@ def _placement_rates(E, KX, m, k, nn, mask, sp, efficiency, n_types):
     return out
 
 
+def _check_reference_bandwidths(reference, source: str) -> tuple[float, float] | None:
+    if reference is None:
+        return None
+    try:
+        intra, inter = (float(b) for b in reference)
+    except (TypeError, ValueError):
+        raise ConfigError(f"throughput table {source}: reference_bandwidth_gbps must be None or "
+                          f"(intra, inter) Gbit/s, got {reference!r}") from None
+    if not (0 < intra < math.inf and 0 < inter < math.inf):
+        raise ConfigError(f"throughput table {source}: reference bandwidths must be finite and > 0, "
+                          f"got {reference!r}")
+    return intra, inter
+
+
 class ModelLookup:
     """Model names to indices and per-model restart delays, shared by the oracles.
 
@@ -349,6 +368,9 @@ class TableThroughput(ModelLookup):
         reference_type: the type durations refer to (default ``"v100"``, else the first type).
         spread_penalty, scaling_efficiency, relative_speed: see the module docstring.
         restart_delays: model (or family) -> seconds; default Sia's :data:`RESTART_DELAY_S`.
+        reference_bandwidth_gbps: (intra, inter) Gbit/s of the network the rates hold; the engine
+            replaces that communication by the one at the cluster's bandwidths (sim.network).
+            Default: the cluster defaults.  None: the rates do not depend on bandwidths.
         source: a label for error messages.
     """
 
@@ -359,8 +381,11 @@ class TableThroughput(ModelLookup):
                  restart_delays: Mapping[str, float] | None = None,
                  default_restart_delay_s: float = DEFAULT_RESTART_DELAY_S,
                  pairs: Mapping[tuple[str, str, int, str], tuple[float, float]] | None = None,
+                 reference_bandwidth_gbps: tuple[float, float] | None = (DEFAULT_INTRA_BW_GBPS,
+                                                                         DEFAULT_INTER_BW_GBPS),
                  source: str = "<memory>") -> None:
         self.source = source
+        self.reference_bandwidth_gbps = _check_reference_bandwidths(reference_bandwidth_gbps, source)
         if not (0.0 < spread_penalty <= 1.0):
             raise ConfigError(f"spread_penalty must be in (0, 1], got {spread_penalty}")
         if not (0.0 <= scaling_efficiency <= 1.0):

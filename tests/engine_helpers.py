@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.cluster import Cluster
+from sim.cluster import DEFAULT_INTER_BW_GBPS, DEFAULT_INTRA_BW_GBPS, Cluster
 from sim.state import JobSpecs
 
 
@@ -35,12 +35,27 @@ class LinearOracle:
         return 10.0
 
 
-def small_cluster(gpus=(4, 4, 2), types=(0, 1, 1), speed=(1.0, 1.0, 0.5)) -> Cluster:
-    n = len(gpus)
+class NetworkOracle(LinearOracle):
+    """LinearOracle whose rates hold the default bandwidths: on a cluster with others the engine
+    replaces its ring all-reduce term (sim.network; models m0/m1 all-reduce the default
+    gradient size)."""
+
+    reference_bandwidth_gbps = (DEFAULT_INTRA_BW_GBPS, DEFAULT_INTER_BW_GBPS)
+
+
+def small_cluster(gpus=(4, 4, 2), types=(0, 1, 1), speed=(1.0, 1.0, 0.5),
+                  bandwidths=((DEFAULT_INTRA_BW_GBPS, DEFAULT_INTER_BW_GBPS),) * 2) -> Cluster:
+    """``bandwidths``: (intra, inter) Gbit/s per GPU type (fast, slow); default: the defaults."""
+    bw = np.asarray(bandwidths, float)[np.asarray(types, np.int64)]
     return Cluster(name="test", gpu_types=("fast", "slow"),
                    node_gpus=np.array(gpus, np.int32), node_type=np.array(types, np.int32),
-                   node_speed=np.array(speed, float), intra_bw_gbps=np.full(n, 100.0),
-                   inter_bw_gbps=np.full(n, 10.0))
+                   node_speed=np.array(speed, float), intra_bw_gbps=bw[:, 0].copy(),
+                   inter_bw_gbps=bw[:, 1].copy())
+
+
+#: per-type bandwidths unlike the defaults for the network term: the fast type has a faster
+#: NVLink-class link inside a node and a 40 Gbit/s network, the slow type PCIe-class 64 and 2
+NETWORK_BANDWIDTHS = ((1000.0, 40.0), (64.0, 2.0))
 
 
 def specs(arrival, demand, work, model=None, delay=10.0) -> JobSpecs:

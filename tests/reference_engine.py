@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from sim.defrag import defragment_plan
+from sim.network import COMM_SHARE_CAP, GBIT_BYTES, gradient_bytes
 from sim.placement import placement_summary
 from sim.state import ARRIVAL, COMPLETION, ROUND, TIMER, SchedState
 
@@ -197,7 +198,29 @@ def _oracle_rate(state, i, placement, oracle, cluster, rate_model=None):
     ng, nn, mask, ms = placement_summary(ip, np.array([x for x, _ in placement], np.int32),
                                          np.array([c for _, c in placement], np.int32),
                                          cluster.node_type, cluster.node_speed)
-    return float(oracle.rates(state.jobs.model[[i]], ng, nn, mask, ms, cluster.gpu_types)[0])
+    rate = float(oracle.rates(state.jobs.model[[i]], ng, nn, mask, ms, cluster.gpu_types)[0])
+    return _network_rate(rate, oracle, int(state.jobs.model[i]), placement, cluster)
+
+
+def _network_rate(rate, oracle, model, placement, cluster):
+    """sim.network's term, node by node: the measured ring all-reduce of the oracle's reference
+    bandwidth replaced by the one over the placement's slowest link."""
+    reference = getattr(oracle, "reference_bandwidth_gbps", None)
+    k = sum(c for _, c in placement)
+    if reference is None or k <= 1 or not rate > 0:
+        return rate
+    nodes = [x for x, _ in placement]
+    if len(nodes) == 1:
+        link, base = float(cluster.intra_bw_gbps[nodes[0]]), float(reference[0])
+    else:
+        link, base = min(float(cluster.inter_bw_gbps[x]) for x in nodes), float(reference[1])
+    if link == base:
+        return rate
+    if link == 0:
+        return 0.0
+    tau = k / rate
+    ring = 2.0 * (k - 1.0) / k * float(gradient_bytes([oracle.models[model]])[0]) / (base * GBIT_BYTES)
+    return k / (tau + min(ring, COMM_SHARE_CAP * tau) * (base / link - 1.0))
 
 
 def _apply(now, state, plan, js, used, cap, oracle, cluster, push, rate_model=None):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine_helpers import LinearOracle, small_cluster, specs
+from engine_helpers import NETWORK_BANDWIDTHS, LinearOracle, NetworkOracle, small_cluster, specs
 from reference_engine import reference_run
 from sim.engine import EngineConfig, run_jobs
 from sim.policies import get_policy, list_policies
@@ -57,9 +57,23 @@ def test_engine_matches_reference(name, jobs, round_s, placement):
     check_against_reference(name, jobs, round_s, placement)
 
 
-def check_against_reference(name, jobs, round_s, placement):
-    cluster = small_cluster()
-    oracle = LinearOracle()
+#: the network term (sim.network) on clusters whose bandwidths differ from the oracle's
+#: reference: a native policy, a preemptive one, an elastic one with defragmentation, a round-based one
+NETWORK_POLICIES = ["fifo", "tiresias", "eghs-unaware", "gavel-max-min-fairness-perf"]
+
+
+@pytest.mark.parametrize("name", NETWORK_POLICIES)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=workloads(), round_s=st.sampled_from([0.0, 30.0]),
+       placement=st.sampled_from(["consolidated", "spread"]))
+def test_engine_matches_reference_with_network_term(name, jobs, round_s, placement):
+    check_against_reference(name, jobs, round_s, placement, small_cluster(bandwidths=NETWORK_BANDWIDTHS),
+                            NetworkOracle())
+
+
+def check_against_reference(name, jobs, round_s, placement, cluster=None, oracle=None):
+    cluster = small_cluster() if cluster is None else cluster
+    oracle = LinearOracle() if oracle is None else oracle
     jobs = _fit_one_type(name, jobs, cluster)
     res = run_jobs(cluster, jobs, get_policy(name, placement=placement), oracle,
                    EngineConfig(round_s=round_s))

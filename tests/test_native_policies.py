@@ -14,8 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine_helpers import LinearOracle, small_cluster, specs
-from sim.cluster import Cluster
+from engine_helpers import NETWORK_BANDWIDTHS, LinearOracle, NetworkOracle, small_cluster, specs
 from sim.engine import EngineConfig, run_jobs
 from sim.errors import SimError
 from sim.native import native_params
@@ -38,12 +37,14 @@ def workloads(draw, max_jobs=30):
 
 
 @st.composite
-def clusters(draw):
+def clusters(draw, bandwidths=None):
     n = draw(st.integers(1, 5))
     gpus = draw(st.lists(st.sampled_from([1, 2, 4, 8]), min_size=n, max_size=n))
     types = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
     speed = draw(st.lists(st.sampled_from([1.0, 0.5, 0.75]), min_size=n, max_size=n))
-    return small_cluster(tuple(gpus), tuple(types), tuple(speed))
+    if bandwidths is None:
+        return small_cluster(tuple(gpus), tuple(types), tuple(speed))
+    return small_cluster(tuple(gpus), tuple(types), tuple(speed), bandwidths=bandwidths)
 
 
 def _policy(name, placement, thresholds):
@@ -52,9 +53,10 @@ def _policy(name, placement, thresholds):
     return get_policy(name, placement=placement)
 
 
-def assert_same_run(cluster, jobs, make_policy, round_s):
-    a = run_jobs(cluster, jobs, make_policy(), LinearOracle(), EngineConfig(round_s=round_s))
-    b = run_jobs(cluster, jobs, make_policy(), LinearOracle(), EngineConfig(round_s=round_s, native=False))
+def assert_same_run(cluster, jobs, make_policy, round_s, oracle=None):
+    oracle = LinearOracle() if oracle is None else oracle
+    a = run_jobs(cluster, jobs, make_policy(), oracle, EngineConfig(round_s=round_s))
+    b = run_jobs(cluster, jobs, make_policy(), oracle, EngineConfig(round_s=round_s, native=False))
     assert a.profile["native"] and not b.profile["native"]
     for key in PER_JOB:
         np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
@@ -78,6 +80,19 @@ def test_native_matches_python_policy(name, jobs, cluster, round_s, placement, t
         jobs = specs(jobs.arrival, np.minimum(jobs.demand, cluster.total_gpus), jobs.work, jobs.model,
                      delay=float(jobs.restart_delay[0]))
     assert_same_run(cluster, jobs, lambda: _policy(name, placement, thresholds), round_s)
+
+
+@pytest.mark.parametrize("name", NATIVE)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=workloads(), cluster=clusters(NETWORK_BANDWIDTHS), round_s=st.sampled_from([0.0, 30.0]),
+       placement=st.sampled_from(["consolidated", "spread"]))
+def test_native_matches_python_with_network_term(name, jobs, cluster, round_s, placement):
+    """The kernel caches rates per placement summary: with per-type bandwidths the network
+    term (sim.network) follows from the summary, so both paths run at the same rates."""
+    if int(jobs.demand.max()) > cluster.total_gpus:
+        jobs = specs(jobs.arrival, np.minimum(jobs.demand, cluster.total_gpus), jobs.work, jobs.model,
+                     delay=float(jobs.restart_delay[0]))
+    assert_same_run(cluster, jobs, lambda: _policy(name, placement, (50.0,)), round_s, NetworkOracle())
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -143,9 +158,7 @@ def test_native_zero_throughput_is_a_clear_error():
         def rates(self, model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types):
             r = super().rates(model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types)
             return np.where((np.asarray(type_mask) >> 1) & 1, 0.0, r)
-    cluster = Cluster(name="t", gpu_types=("fast", "slow"), node_gpus=np.array([1, 4], np.int32),
-                      node_type=np.array([0, 1], np.int32), node_speed=np.ones(2),
-                      intra_bw_gbps=np.full(2, 100.0), inter_bw_gbps=np.full(2, 10.0))
+    cluster = small_cluster(gpus=(1, 4), types=(0, 1), speed=(1.0, 1.0))
     jobs = specs([0.0, 0.0], [1, 1], [100.0, 100.0])
     for native in (True, False):
         with pytest.raises(SimError, match=r"placed job 1 at t=0.0 on GPU types slow where its throughput is 0"):

@@ -23,6 +23,10 @@ def register(sub) -> None:
                           "(a raw trace replays its recorded run times unless --throughputs is given)")
     run.add_argument("--trace-format", default=None,
                      help="format of the --workload file (default: detected from its name and header)")
+    run.add_argument("--learning", action="store_true",
+                     help="with --workload generate: the EGHS experiment's workload, elastic "
+                          "time-to-accuracy jobs with learning profiles and user budgets, each "
+                          "policy run with the learning simulator (docs/eghs.md)")
     run.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="jobs to generate")
     run.add_argument("--load", type=float, default=DEFAULT_LOAD, help="arrival rate, jobs per hour")
     run.add_argument("--sizes", choices=("gavel", "philly", "single"), default="gavel",
@@ -67,7 +71,7 @@ def _run(args) -> None:
                   placement=args.placement, seed=args.seed, round_s=args.round_s,
                   restart_delay_s=args.restart_delay, throughputs=args.throughputs,
                   progress=not args.no_progress and sys.stderr.isatty(),
-                  policy_params=parse_policy_params(args.param))
+                  policy_params=parse_policy_params(args.param), learning=args.learning)
     check_seed(args.seed, "--seed")
     sc.engine_config()                     # bad --round / --restart-delay: fail before any work
     sc.make_policies()                     # bad --policy / --param: likewise
@@ -75,7 +79,8 @@ def _run(args) -> None:
     info = sys.stdout if args.format == "table" else sys.stderr
     cluster, table, _ = sc.build()
     print(f"cluster: {cluster.describe()}", file=info)
-    print(f"workload: {len(table)} jobs ({args.workload}), seed {args.seed}", file=info)
+    kind = f"{args.workload}, learning: elastic time-to-accuracy" if args.learning else args.workload
+    print(f"workload: {len(table)} jobs ({kind}), seed {args.seed}", file=info)
     results = sc.run(built=(cluster, table, _), on_result=writer.add if writer else None)
     if writer is not None:
         summaries = writer.finish(results)
