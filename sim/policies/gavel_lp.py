@@ -224,23 +224,73 @@ def finish_time_fair_allocation(lp: AllocationLP, thr: np.ndarray, since_start: 
     ``a[i, t] = thr[i, t] (rho c_i - t_i) / r_i`` reaches 1.  The bracket: the lower end lets
     every job have a whole type of its best throughput, the upper end is the isolated
     allocation (feasible).  Stops when the bracket is within ``rel_tol`` of its top; returns
-    the max-min solution at the top."""
+    the max-min solution at the top.
+
+    Each solve also bounds rho* (:class:`_RhoBounds`), and a bisection step whose outcome the
+    bounds already decide is not solved: the same steps, the same final top and the same X
+    as solving every step, with a fraction of the LPs."""
     best = np.max(thr * np.minimum(1.0, lp.capacity[None, :] / lp.scale[:, None]), axis=1)
     lo = float(np.max((since_start + remaining / best) / isolated_time))
     x_iso = isolated_allocation(lp.scale, lp.capacity)
     y_iso = np.sum(thr * x_iso, axis=1)
     hi = float(np.max((since_start + remaining / y_iso) / isolated_time))
-    x_hi = None
+    bounds = _RhoBounds()
+    solved: dict[float, np.ndarray] = {}
     while hi - lo > rel_tol * hi:
         mid = (lo + hi) / 2.0
-        x, z = lp.max_min(_ftf_rows(thr, mid, since_start, remaining, isolated_time))
-        if z >= 1.0:
-            hi, x_hi = mid, x
+        reachable = bounds.decide(mid)
+        if reachable is None:
+            x, z = lp.max_min(_ftf_rows(thr, mid, since_start, remaining, isolated_time))
+            reachable = z >= 1.0
+            bounds.update(mid, z)
+            if reachable:
+                solved[mid] = x
+                with np.errstate(divide="ignore"):
+                    achieved = (since_start + remaining / np.sum(thr * x, axis=1)) / isolated_time
+                bounds.reachable_from = min(bounds.reachable_from, float(np.max(achieved)))
+        if reachable:
+            hi = mid
         else:
             lo = mid
-    if x_hi is None:
-        x_hi = lp.max_min(_ftf_rows(thr, hi, since_start, remaining, isolated_time))[0]
-    return x_hi
+    if hi in solved:
+        return solved[hi]
+    return lp.max_min(_ftf_rows(thr, hi, since_start, remaining, isolated_time))[0]
+
+
+class _RhoBounds:
+    """What one max-min solve at rho tells about the others.  ``a(rho)`` scales job i's row
+    by ``rho c_i - t_i`` (with ``t_i >= 0``), which grows at least as fast as rho above rho
+    and at most as fast below it, so the optimum ``z`` of the max-min LP satisfies
+    ``z(rho') >= z(rho) rho' / rho`` for ``rho' >= rho`` and ``z(rho') <= z(rho) rho' / rho``
+    for ``rho' <= rho``: rho is reachable from ``rho / z`` on when z < 1, unreachable below
+    ``rho / z`` when z >= 1.  A solution X also reaches its own ``max_i rho_i(X)``, which
+    the caller records.  A step is decided only when it lies beyond a bound by ``MARGIN``
+    (relative: 1,000 times HiGHS's default IPM tolerances, a tenth of the bisection's final
+    step at ``rel_tol = 1e-4``), so that a decided step is the one a solve would have
+    given."""
+
+    MARGIN = 1e-5
+
+    def __init__(self):
+        self.unreachable_below = 0.0    # every rho below is unreachable
+        self.reachable_from = np.inf    # every rho above is reachable
+
+    def update(self, rho: float, z: float) -> None:
+        if z >= 1.0:
+            self.reachable_from = min(self.reachable_from, rho)
+            self.unreachable_below = max(self.unreachable_below, rho / z)
+        else:
+            self.unreachable_below = max(self.unreachable_below, rho)
+            if z > 0:
+                self.reachable_from = min(self.reachable_from, rho / z)
+
+    def decide(self, rho: float) -> bool | None:
+        """True / False when the bounds decide ``rho``; None when a solve must."""
+        if rho > self.reachable_from * (1.0 + self.MARGIN):
+            return True
+        if rho < self.unreachable_below * (1.0 - self.MARGIN):
+            return False
+        return None
 
 
 def _ftf_rows(thr, rho, since_start, remaining, isolated_time) -> np.ndarray:
