@@ -92,3 +92,29 @@ def round_plan_reference(ids, thr, alloc, deficit, time_so_far, in_alloc, worker
     by_job = np.argsort(owner, kind="stable")
     indptr = np.r_[0, np.cumsum(np.bincount(owner, minlength=ids.size))].astype(np.int64)
     return chosen, indptr, nodes[by_job], counts[by_job], kept
+
+
+def credit_finished_reference(ids, ran_on, member, worker_time, elapsed):
+    """The numpy code ``gavel_kernels.credit_finished`` replaced (in place; True if any left)."""
+    active = np.zeros(ran_on.shape[0], bool)
+    active[ids] = True
+    ran = np.flatnonzero(ran_on >= 0)
+    gone = ran[~active[ran]]
+    if gone.size:
+        np.add.at(worker_time, ran_on[gone], elapsed)
+        ran_on[gone] = -1
+        member[gone] = False
+    return bool(gone.size)
+
+
+def credit_running_reference(ids, ran_on, member, time_so_far, worker_time, elapsed):
+    t = ran_on[ids]
+    on = t >= 0
+    if on.any():
+        time_so_far[ids[on], t[on]] += elapsed
+        np.add.at(worker_time, t[on], elapsed)
+    active = np.zeros(member.shape[0], bool)
+    active[ids] = True
+    gone = np.flatnonzero(member & ~active)
+    member[gone] = False
+    return bool(gone.size)

@@ -355,3 +355,26 @@ def test_direct_highs_matches_linprog(d):
     assert (got is None) == (want is None)
     if got is not None:
         np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_credit_kernels_match_reference(data):
+    """The round-time bookkeeping kernels against the numpy code they replaced, in place."""
+    from reference_gavel_rounds import credit_finished_reference, credit_running_reference
+    from sim.policies.gavel_kernels import credit_finished, credit_running
+    n_jobs, m = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 3))
+    ids = np.flatnonzero(np.array(data.draw(st.lists(st.booleans(), min_size=n_jobs, max_size=n_jobs))))
+    ran_on = np.array(data.draw(st.lists(st.integers(-1, m - 1), min_size=n_jobs, max_size=n_jobs)), np.int64)
+    member = np.array(data.draw(st.lists(st.booleans(), min_size=n_jobs, max_size=n_jobs)), bool)
+    time_so_far = np.array(data.draw(st.lists(st.sampled_from([180.0, 0.1, 1e7]), min_size=n_jobs * m,
+                                              max_size=n_jobs * m))).reshape(n_jobs, m)
+    worker_time = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.3, 1e9]), min_size=m, max_size=m)))
+    elapsed = data.draw(st.sampled_from([0.1, 360.0, 123.456]))
+    for kernel, ref, extra in ((credit_finished, credit_finished_reference, ()),
+                               (credit_running, credit_running_reference, (time_so_far,))):
+        got = [a.copy() for a in (ran_on, member, *extra, worker_time)]
+        want = [a.copy() for a in (ran_on, member, *extra, worker_time)]
+        assert kernel(ids, *got, elapsed) == ref(ids, *want, elapsed)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)

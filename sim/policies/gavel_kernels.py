@@ -177,14 +177,49 @@ def _priorities(x, frac_num, worker_time, thr, placeable):
 @njit(cache=True)
 def _queues(pri, deficit, x):
     """Per type, the jobs by (priority, deficit, allocation) descending, ties by position
-    (``np.lexsort((-x, -deficit, -pri))``: three stable sorts, the primary key last)."""
+    (the order of ``np.lexsort((-x, -deficit, -pri))``), by a bottom-up merge sort on that
+    comparison."""
     n, m = pri.shape
     queues = np.empty((m, n), np.int64)
+    buf = np.empty(n, np.int64)
     for t in range(m):
-        q = np.argsort(-x[:, t], kind="mergesort")
-        q = q[np.argsort(-deficit[q, t], kind="mergesort")]
-        queues[t] = q[np.argsort(-pri[q, t], kind="mergesort")]
+        q = queues[t]
+        for i in range(n):
+            q[i] = i
+        width = 1
+        while width < n:
+            for lo in range(0, n, 2 * width):
+                mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+                a, b, k = lo, mid, lo
+                while a < mid and b < hi:
+                    if _before(q[b], q[a], t, pri, deficit, x):
+                        buf[k] = q[b]
+                        b += 1
+                    else:
+                        buf[k] = q[a]
+                        a += 1
+                    k += 1
+                while a < mid:
+                    buf[k] = q[a]
+                    a += 1
+                    k += 1
+                while b < hi:
+                    buf[k] = q[b]
+                    b += 1
+                    k += 1
+            q[:] = buf
+            width *= 2
     return queues
+
+
+@njit(cache=True, inline="always")
+def _before(i, j, t, pri, deficit, x):
+    """Job i strictly before job j on type t (the earlier position wins ties: stable)."""
+    if pri[i, t] != pri[j, t]:
+        return pri[i, t] > pri[j, t]
+    if deficit[i, t] != deficit[j, t]:
+        return deficit[i, t] > deficit[j, t]
+    return x[i, t] > x[j, t]
 
 
 @njit(cache=True)
@@ -232,7 +267,10 @@ def _round_plan(ids, thr, alloc, deficit, time_so_far, worker_time, in_alloc, or
     got = np.empty((n, m))
     placeable = np.empty(n, np.bool_)
     for k in range(n):
-        x[k], d[k], got[k], placeable[k] = alloc[ids[k]], deficit[ids[k]], time_so_far[ids[k]], in_alloc[ids[k]]
+        j = ids[k]
+        placeable[k] = in_alloc[j]
+        for t in range(m):
+            x[k, t], d[k, t], got[k, t] = alloc[j, t], deficit[j, t], time_so_far[j, t]
     pri = _priorities(x, got, worker_time, thr, placeable)
     chosen = _select(order, _queues(pri, d, x), thr, pri, scale, left, skip_zero)
     prev = _previous_types(pl_indptr, pl_nodes, node_type)
@@ -241,3 +279,56 @@ def _round_plan(ids, thr, alloc, deficit, time_so_far, worker_time, in_alloc, or
                                                    node_gpus)
     indptr, nodes, counts = _plan_csr(n, owner[:used], nodes[:used], counts[:used])
     return chosen, indptr, nodes, counts, kept, bad
+
+
+def credit_finished(ids, ran_on, member, worker_time, elapsed: float) -> bool:
+    """Jobs dispatched this round (``ran_on[j] >= 0``, indexed by job id) that are no longer
+    active (``ids``) have finished: their ``elapsed`` seconds count for their type's total,
+    they leave the round and the job set.  Updates the arrays in place; True if any left."""
+    return bool(_credit_finished(np.ascontiguousarray(ids, np.int64), ran_on, member,
+                                 worker_time, float(elapsed)))
+
+
+def credit_running(ids, ran_on, member, time_so_far, worker_time, elapsed: float) -> bool:
+    """At a round's end: each active job dispatched this round received ``elapsed`` seconds
+    on its type (its counter and the type's total); members no longer active (finished
+    without being dispatched) leave the job set.  In place; True if any left."""
+    return bool(_credit_running(np.ascontiguousarray(ids, np.int64), ran_on, member,
+                                time_so_far, worker_time, float(elapsed)))
+
+
+@njit(cache=True)
+def _active_mask(ids, n_jobs):
+    active = np.zeros(n_jobs, np.bool_)
+    for j in ids:
+        active[j] = True
+    return active
+
+
+@njit(cache=True)
+def _credit_finished(ids, ran_on, member, worker_time, elapsed):
+    active = _active_mask(ids, ran_on.shape[0])
+    gone = False
+    for j in range(ran_on.shape[0]):
+        if ran_on[j] >= 0 and not active[j]:
+            worker_time[ran_on[j]] += elapsed
+            ran_on[j] = -1
+            member[j] = False
+            gone = True
+    return gone
+
+
+@njit(cache=True)
+def _credit_running(ids, ran_on, member, time_so_far, worker_time, elapsed):
+    for j in ids:
+        t = ran_on[j]
+        if t >= 0:
+            time_so_far[j, t] += elapsed
+            worker_time[t] += elapsed
+    active = _active_mask(ids, member.shape[0])
+    gone = False
+    for j in range(member.shape[0]):
+        if member[j] and not active[j]:
+            member[j] = False
+            gone = True
+    return gone

@@ -47,7 +47,7 @@ import numpy as np
 from ..errors import ConfigError, SimError
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 from .base import Policy
-from .gavel_kernels import round_plan
+from .gavel_kernels import credit_finished, credit_running, round_plan
 from .gavel_lp import check_solver
 
 class GavelRounds(Policy):
@@ -154,28 +154,13 @@ class GavelRounds(Policy):
 
     def _credit_finished(self, state: SchedState) -> None:
         """Jobs dispatched this round that have finished: their time counts for their type."""
-        ran = np.flatnonzero(self.ran_on >= 0)
-        if ran.size == 0:
-            return
-        gone = ran[~_is_active(state)[ran]]
-        if gone.size:
-            np.add.at(self.worker_time, self.ran_on[gone], state.now - self.round_start)
-            self.ran_on[gone] = -1
-            self.member[gone] = False
+        if credit_finished(state.active, self.ran_on, self.member, self.worker_time,
+                           state.now - self.round_start):
             self.need_update = True
 
     def _credit_running(self, state: SchedState) -> None:
-        ids = state.active
-        t = self.ran_on[ids]
-        on = t >= 0
-        if on.any():
-            dt = state.now - self.round_start
-            self.time_so_far[ids[on], t[on]] += dt
-            np.add.at(self.worker_time, t[on], dt)
-        gone = np.flatnonzero(self.member)
-        gone = gone[~_is_active(state)[gone]]
-        if gone.size:                     # finished without being dispatched this round
-            self.member[gone] = False
+        if credit_running(state.active, self.ran_on, self.member, self.time_so_far,
+                          self.worker_time, state.now - self.round_start):
             self.need_update = True
 
     def _join(self, state: SchedState, thr: np.ndarray) -> None:
@@ -226,13 +211,6 @@ class GavelRounds(Policy):
             state.pl_indptr, state.pl_nodes, state.pl_counts, c.node_type, c.node_gpus, self.name)
         self.lease_extensions += kept
         return chosen, Plan(indptr, nodes, counts)
-
-
-def _is_active(state: SchedState) -> np.ndarray:
-    """bool [n_jobs]: the job is active (a mask: faster than ``np.isin`` on every call)."""
-    mask = np.zeros(len(state.jobs), bool)
-    mask[state.active] = True
-    return mask
 
 
 def plan_from_owners(n: int, owner: np.ndarray, nodes: np.ndarray, counts: np.ndarray) -> Plan:
