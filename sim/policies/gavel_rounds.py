@@ -101,8 +101,7 @@ class GavelRounds(Policy):
         self.rounds = 0
         self.resets = 0
         self.lease_extensions = 0
-        self._thr_ids: np.ndarray | None = None
-        self._thr = np.zeros((0, m))
+        self._thr_cache = ThroughputCache()
         self._reset_run(state)
 
     def _reset_run(self, state: SchedState | None) -> None:
@@ -146,11 +145,7 @@ class GavelRounds(Policy):
         return Plan(plan.indptr, plan.nodes, plan.counts, wakeup=self.round_end)
 
     def _throughputs(self, state: SchedState) -> np.ndarray:
-        """``state.type_throughputs``, reused while the active set is the same (it depends
-        only on the jobs' models and GPU counts)."""
-        if self._thr_ids is None or not np.array_equal(self._thr_ids, state.active):
-            self._thr_ids, self._thr = state.active.copy(), state.type_throughputs
-        return self._thr
+        return self._thr_cache.get(state)
 
     def _credit_finished(self, state: SchedState) -> None:
         """Jobs dispatched this round that have finished: their time counts for their type."""
@@ -211,6 +206,20 @@ class GavelRounds(Policy):
             state.pl_indptr, state.pl_nodes, state.pl_counts, c.node_type, c.node_gpus, self.name)
         self.lease_extensions += kept
         return chosen, Plan(indptr, nodes, counts)
+
+
+class ThroughputCache:
+    """``state.type_throughputs``, reused while the active set is the same (it depends only
+    on the jobs' models and GPU counts, which do not change during a run)."""
+
+    def __init__(self):
+        self._ids: np.ndarray | None = None
+        self._thr = np.zeros((0, 0))
+
+    def get(self, state: SchedState) -> np.ndarray:
+        if self._ids is None or not np.array_equal(self._ids, state.active):
+            self._ids, self._thr = state.active.copy(), state.type_throughputs
+        return self._thr
 
 
 def plan_from_owners(n: int, owner: np.ndarray, nodes: np.ndarray, counts: np.ndarray) -> Plan:
