@@ -81,7 +81,8 @@ def ours(trace: str, cluster: str, policy: str, src: str | None = None) -> dict:
     if src:
         env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
     code = CHILD.format(here=HERE, trace=trace, cluster=cluster, policy=policy)
-    out, cpu = _child_cpu([sys.executable, "-c", code], env=env)
+    # cwd: ``python -c`` puts the working directory first on the path, before PYTHONPATH
+    out, cpu = _child_cpu([sys.executable, "-c", code], env=env, cwd=src or os.path.dirname(HERE))
     if out.returncode != 0:
         raise RuntimeError(f"our run failed ({policy} on {trace}):\n{out.stderr[-2000:]}")
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "process_cpu_s": cpu}
