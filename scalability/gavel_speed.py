@@ -125,6 +125,23 @@ def lp_solve_s(n_jobs: int, n_nodes: int, repeat: int = 3, seed: int = 0) -> dic
     return {"jobs": n_jobs, "nodes": n_nodes, **best}
 
 
+def table(result: dict) -> str:
+    """The rows as a markdown table: CPU seconds of Gavel, ours (``simulate``; whole process),
+    the baseline, and the ratios."""
+    lines = ["| trace | policy | Gavel CPU-s | ours CPU-s (whole process) | Gavel / ours "
+             "(whole process) | baseline CPU-s | baseline / ours | JCT h Gavel / ours |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        o, g, b = r["ours"], r.get("gavel", {}), r.get("baseline", {})
+        lines.append(
+            f"| {r['trace']} | {r['policy']} | {g.get('cpu_s', float('nan')):.1f} | "
+            f"{o['cpu_s']:.2f} ({o['process_cpu_s']:.1f}) | {r.get('ratio', float('nan')):.0f}x "
+            f"({r.get('ratio_process', float('nan')):.1f}x) | {b.get('cpu_s', float('nan')):.2f} | "
+            f"{b.get('cpu_s', float('nan')) / o['cpu_s']:.1f}x | "
+            f"{g.get('avg_jct_h', float('nan')):.2f} / {o['avg_jct_h']:.2f} |")
+    return "\n".join(lines)
+
+
 def _traces(specs: list[str]) -> list[tuple[str, str, str]]:
     out = []
     for spec in specs:
@@ -148,7 +165,12 @@ def main() -> None:
     ap.add_argument("--lp-nodes", type=int, default=1024)
     ap.add_argument("--lp-repeat", type=int, default=3)
     ap.add_argument("--out")
+    ap.add_argument("--report", help="print the markdown table of a JSON written by --out, and stop")
     args = ap.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            print(table(json.load(f)))
+        return
     per_trace = dict(s.split("=", 1) for s in args.policies_for)
     rows: list[dict] = []
     result = {"rows": rows, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -174,6 +196,7 @@ def main() -> None:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
+    print(table(result))
 
 
 if __name__ == "__main__":
