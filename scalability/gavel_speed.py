@@ -34,15 +34,9 @@ import time
 
 import numpy as np
 
+from gavel_fidelity import GAVEL_NAMES  # ours -> Gavel's policy name
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-GAVEL_NAMES = {  # ours -> Gavel's policy name (as scalability/gavel_fidelity.py)
-    "gavel-fifo": "fifo", "gavel-fifo-perf": "fifo_perf",
-    "gavel-max-min-fairness": "max_min_fairness", "gavel-max-min-fairness-perf": "max_min_fairness_perf",
-    "gavel-finish-time-fairness": "finish_time_fairness",
-    "gavel-finish-time-fairness-perf": "finish_time_fairness_perf",
-    "gavel-min-total-duration-perf": "min_total_duration_perf",
-    "gavel-max-sum-throughput-perf": "max_sum_throughput_perf", "gavel-isolated": "isolated",
-}
 
 #: the child that runs one of our simulations and prints its measurements as JSON
 CHILD = """
