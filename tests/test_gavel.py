@@ -378,3 +378,21 @@ def test_credit_kernels_match_reference(data):
         assert kernel(ids, *got, elapsed) == ref(ids, *want, elapsed)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
+
+
+def test_linprog_fallback_gives_the_direct_solutions(monkeypatch):
+    """Without HiGHS bindings (scipy < 1.15, no highspy) the LPs go through linprog: the
+    same solutions."""
+    import sim.policies.gavel_lp as gavel_lp
+    rng = np.random.default_rng(3)
+    scale, capacity = rng.choice([1.0, 2.0, 4.0], 12), np.array([8.0, 6.0, 4.0])
+    a = rng.uniform(0.0, 3.0, (12, 3))
+    direct = AllocationLP(scale, capacity)
+    got = (direct.max_min(a), direct.max_sum(a), direct.feasible(a, np.full(12, 0.1)))
+    monkeypatch.setattr(gavel_lp, "_HIGHS", gavel_lp._LinprogHighs())
+    slow = AllocationLP(scale, capacity)
+    want = (slow.max_min(a), slow.max_sum(a), slow.feasible(a, np.full(12, 0.1)))
+    np.testing.assert_array_equal(got[0][0], want[0][0])
+    assert got[0][1] == want[0][1]
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[2], want[2])

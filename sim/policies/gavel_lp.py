@@ -6,11 +6,12 @@ shares Gavel's base constraints (gavel ``scheduler/policies/policy.py``)::
     X >= 0,    sum_t X[i, t] <= 1,    sum_i s_i X[i, t] <= N_t
 
 with ``s_i`` the scale factor (GPUs the job asks for) and ``N_t`` the GPUs of type t.
-:class:`AllocationLP` builds that matrix once per job set in sparse form (scipy.sparse) and
+:class:`AllocationLP` builds that matrix once per job set in sparse column-wise (CSC) form and
 re-solves it with different objective rows; nothing here loops over jobs in Python.
 
 Solver: HiGHS, called directly (the HiGHS build that scipy's ``linprog(method="highs-*")``
-wraps, ``scipy.optimize._highspy``, or the ``highspy`` package where scipy has none), with the
+wraps, ``scipy.optimize._highspy``, or the ``highspy`` package where scipy has none; with
+neither, scipy before 1.15, ``linprog`` itself: :func:`highs_backend`), with the
 options ``linprog`` sets and the constraint matrix in the same column-wise (CSC) layout, so
 the solutions are those ``linprog`` returns, without its per-call option checks, matrix
 conversions and per-column dual bookkeeping (about two thirds of a small solve's time).
@@ -22,14 +23,11 @@ have many optima and the round mechanism turns whichever one is returned into pr
 """
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from ..errors import ConfigError, SimError
-
-try:                                   # the HiGHS that scipy's linprog uses
-    from scipy.optimize._highspy import _core as _highs
-except ImportError:                    # pragma: no cover - scipy without its vendored HiGHS
-    from highspy import _core as _highs
 
 #: HiGHS options per solver name (see the module docstring): ``linprog``'s for the method
 #: ``highs-ipm`` with ``presolve=False, run_crossover="off"``, and for ``highs-ds``
@@ -37,10 +35,11 @@ SOLVERS = {
     "ipm": {"solver": "ipm", "presolve": "off", "run_crossover": "off"},
     "simplex": {"solver": "simplex", "presolve": "on"},
 }
-#: options linprog sets whatever the method
-_LINPROG_OPTIONS = {"output_flag": False, "log_to_console": False,
-                    "highs_debug_level": _highs.HighsDebugLevel.kHighsDebugLevelNone,
-                    "simplex_strategy": _highs.simplex_constants.SimplexStrategy.kSimplexStrategyDual}
+#: the same, as ``linprog`` methods and options (the fallback without HiGHS bindings)
+LINPROG_METHODS = {
+    "ipm": ("highs-ipm", {"presolve": False, "run_crossover": "off"}),
+    "simplex": ("highs-ds", {}),
+}
 #: linprog's acceptance test of a solution (``_check_result``: ``10 * sqrt(1e-9)``)
 _FEASIBILITY_TOL = 10.0 * np.sqrt(1e-9)
 
@@ -56,16 +55,71 @@ def check_solver(solver: str) -> str:
     return solver
 
 
-def _highs_options(solver: str):
-    opts = _highs.HighsOptions()
-    for key, value in {**SOLVERS[solver], **_LINPROG_OPTIONS}.items():
-        setattr(opts, key, value)
-    return opts
+class _DirectHighs:
+    """HiGHS through its Python bindings (``core``: scipy's vendored ``_highspy._core``, or
+    ``highspy._core``), with the options and the layout ``linprog`` uses."""
+
+    def __init__(self, core):
+        self.core = core
+        common = {"output_flag": False, "log_to_console": False,
+                  "highs_debug_level": core.HighsDebugLevel.kHighsDebugLevelNone,
+                  "simplex_strategy": core.simplex_constants.SimplexStrategy.kSimplexStrategyDual}
+        self.options = {name: self._options({**opts, **common}) for name, opts in SOLVERS.items()}
+        self.inf = core.kHighsInf
+
+    def _options(self, values: dict):
+        opts = self.core.HighsOptions()
+        for key, value in values.items():
+            setattr(opts, key, value)
+        return opts
+
+    def solve(self, solver, c, indptr, indices, data, col_upper, row_upper):
+        """(x, row activities), or None when HiGHS finds no optimum."""
+        core = self.core
+        highs = core._Highs()
+        highs.passOptions(self.options[solver])
+        status = highs.passModel(c.size, row_upper.size, data.size, int(core.MatrixFormat.kColwise),
+                                 int(core.ObjSense.kMinimize), 0.0, c, np.zeros(c.size), col_upper,
+                                 np.full(row_upper.size, -self.inf), row_upper,
+                                 indptr[:-1], indices, data, np.zeros(c.size, np.int32))
+        if status == core.HighsStatus.kError or highs.run() == core.HighsStatus.kError or \
+                highs.getModelStatus() != core.HighsModelStatus.kOptimal:
+            return None
+        sol = highs.getSolution()
+        return np.array(sol.col_value), np.array(sol.row_value)
 
 
-_OPTIONS = {name: _highs_options(name) for name in SOLVERS}
-_COLWISE = int(_highs.MatrixFormat.kColwise)
-_MINIMIZE = int(_highs.ObjSense.kMinimize)
+class _LinprogHighs:
+    """The same solves through ``scipy.optimize.linprog`` (scipy before 1.15, without the
+    ``highspy`` package): the same HiGHS, slower."""
+
+    inf = np.inf
+
+    def solve(self, solver, c, indptr, indices, data, col_upper, row_upper):
+        import warnings
+
+        from scipy.optimize import OptimizeWarning, linprog
+        from scipy.sparse import csc_array
+        A = csc_array((data, indices, indptr), shape=(row_upper.size, c.size))
+        method, options = LINPROG_METHODS[solver]
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Unrecognized options", OptimizeWarning)
+            res = linprog(c, A_ub=A, b_ub=row_upper, bounds=np.column_stack([np.zeros(c.size), col_upper]),
+                          method=method, options=options)
+        return None if res.status != 0 else (res.x, row_upper - res.slack)
+
+
+def highs_backend():
+    """scipy's vendored HiGHS bindings, else the ``highspy`` package, else ``linprog``."""
+    for module in ("scipy.optimize._highspy._core", "highspy._core"):
+        try:
+            return _DirectHighs(importlib.import_module(module))
+        except (ImportError, AttributeError):
+            continue
+    return _LinprogHighs()
+
+
+_HIGHS = highs_backend()
 
 
 class AllocationLP:
@@ -94,7 +148,7 @@ class AllocationLP:
         self._base_data = np.column_stack([self.scale[job], np.ones(nm)])
         self._extra_rows = (m + n + job)[:, None]
         self.base_rhs = np.concatenate([self.capacity, np.ones(n)])
-        self.col_upper = np.r_[np.ones(nm), _highs.kHighsInf]
+        self.col_upper = np.r_[np.ones(nm), _HIGHS.inf]
 
     # -- pieces --------------------------------------------------------------
     def _matrix(self, a: np.ndarray | None, z_coef: float):
@@ -118,21 +172,13 @@ class AllocationLP:
         """Solve ``min c x`` over the base rows (plus the extra rows of ``a``); returns x,
         or None when HiGHS finds no optimum or the point fails linprog's acceptance test."""
         upper = self.base_rhs if rhs is None else np.concatenate([self.base_rhs, rhs])
-        indptr, indices, data = self._matrix(a, z_coef)
-        highs = _highs._Highs()
-        highs.passOptions(_OPTIONS[self.solver])
-        status = highs.passModel(c.size, upper.size, data.size, _COLWISE, _MINIMIZE, 0.0, c,
-                                 np.zeros(c.size), self.col_upper,
-                                 np.full(upper.size, -_highs.kHighsInf), upper,
-                                 indptr[:-1], indices, data, np.zeros(c.size, np.int32))
-        if status == _highs.HighsStatus.kError or highs.run() == _highs.HighsStatus.kError or \
-                highs.getModelStatus() != _highs.HighsModelStatus.kOptimal:
+        got = _HIGHS.solve(self.solver, c, *self._matrix(a, z_coef), self.col_upper, upper)
+        if got is None:
             return None
-        sol = highs.getSolution()
-        x = np.array(sol.col_value)
-        slack = upper - np.array(sol.row_value)
+        x, activity = got
         tol = _FEASIBILITY_TOL
-        if not (np.all(slack >= -tol) and np.all(x >= -tol) and np.all(x <= self.col_upper + tol)):
+        if not (np.all(upper - activity >= -tol) and np.all(x >= -tol)
+                and np.all(x <= self.col_upper + tol)):
             return None
         return x
 
