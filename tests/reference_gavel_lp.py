@@ -53,3 +53,24 @@ def feasible_reference(scale, capacity, a, need, solver="ipm"):
     n, m = a.shape
     res = _solve(scale, capacity, solver, np.zeros(n * m + 1), a, 0.0, -np.asarray(need, float))
     return None if res.status != 0 else np.clip(res.x[:n * m].reshape(n, m), 0.0, 1.0)
+
+
+def finish_time_fair_reference(lp, thr, since_start, remaining, isolated_time, rel_tol):
+    """The plain bisection on rho, one max-min solve per step (the code the bound-skipping
+    bisection of ``gavel_lp.finish_time_fair_allocation`` replaced)."""
+    from sim.policies.gavel_lp import _ftf_rows, isolated_allocation
+    best = np.max(thr * np.minimum(1.0, lp.capacity[None, :] / lp.scale[:, None]), axis=1)
+    lo = float(np.max((since_start + remaining / best) / isolated_time))
+    y_iso = np.sum(thr * isolated_allocation(lp.scale, lp.capacity), axis=1)
+    hi = float(np.max((since_start + remaining / y_iso) / isolated_time))
+    x_hi = None
+    while hi - lo > rel_tol * hi:
+        mid = (lo + hi) / 2.0
+        x, z = lp.max_min(_ftf_rows(thr, mid, since_start, remaining, isolated_time))
+        if z >= 1.0:
+            hi, x_hi = mid, x
+        else:
+            lo = mid
+    if x_hi is None:
+        x_hi = lp.max_min(_ftf_rows(thr, hi, since_start, remaining, isolated_time))[0]
+    return x_hi

@@ -396,3 +396,25 @@ def test_linprog_fallback_gives_the_direct_solutions(monkeypatch):
     assert got[0][1] == want[0][1]
     np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_array_equal(got[2], want[2])
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_finish_time_fairness_skips_only_decided_steps(data):
+    """The bisection that skips the steps earlier solves decide returns the X of the plain
+    bisection (every step solved), to the last digit."""
+    from reference_gavel_lp import finish_time_fair_reference
+    n, m = data.draw(st.integers(1, 8)), data.draw(st.integers(1, 3))
+    scale = np.array(data.draw(st.lists(st.sampled_from([1, 2, 4]), min_size=n, max_size=n)), float)
+    capacity = np.array(data.draw(st.lists(st.integers(4, 8), min_size=m, max_size=m)), float)
+    thr = np.array(data.draw(st.lists(st.sampled_from([0.5, 1.0, 2.0, 3.5]), min_size=n * m,
+                                      max_size=n * m))).reshape(n, m)
+    since = np.array(data.draw(st.lists(st.sampled_from([0.0, 100.0, 3600.0, 36000.0]),
+                                        min_size=n, max_size=n)))
+    remaining = np.array(data.draw(st.lists(st.sampled_from([1e2, 1e4, 1e6]), min_size=n, max_size=n)))
+    iso = np.sum(thr * isolated_allocation(scale, capacity), axis=1)
+    isolated = data.draw(st.sampled_from([0.0, 0.5, 1.0])) * since + remaining / iso
+    lp = AllocationLP(scale, capacity)
+    got = finish_time_fair_allocation(lp, thr, since, remaining, isolated, 1e-4)
+    np.testing.assert_array_equal(got, finish_time_fair_reference(lp, thr, since, remaining,
+                                                                  isolated, 1e-4))
