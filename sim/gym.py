@@ -40,6 +40,7 @@ trip (benchmarks/bench_gym.py measures steps per second).
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
@@ -48,10 +49,10 @@ from numba import njit
 from ._native import lib
 from ._optional import require
 from .cluster import Cluster
-from .engine import _Kernel, _validate, job_specs
+from .engine import _Kernel, _validate, job_specs, type_rate_table
 from .errors import ConfigError
 from .jobs import JobTable
-from .placement import PLACEMENT_MODES, place_one
+from .placement import PLACEMENT_MODES, allowed_masks, first_node_of_type, place_one
 from .presets import load_cluster
 from .scenario import DEFAULT_LOAD
 from .state import ARRIVAL, COMPLETION
@@ -114,6 +115,7 @@ class ClusterEnv(gymnasium.Env):
         specs = job_specs(table, oracle)
         if len(specs) == 0:
             raise ConfigError("the workload has no jobs")
+        specs = replace(specs, type_rates=type_rate_table(self.cluster, specs, oracle))
         _validate(self.cluster, specs, oracle)       # the engine's checks: sizes, work, times
         return specs
 
@@ -123,6 +125,8 @@ class ClusterEnv(gymnasium.Env):
         specs = self._fixed if self._fixed is not None else self._specs(self._generate(), self.oracle)
         self.jobs = specs
         self._demand, self._model = specs.demand.tolist(), specs.model.tolist()
+        self._allowed = allowed_masks(specs.type_rates)     # first fit over the types it can use
+        self._type_key = first_node_of_type(self.cluster.node_type, self._types)
         self._static = np.column_stack([np.ones(len(specs)), specs.demand,
                                         specs.est_duration / _H]).astype(np.float32)
         self._kernel = _Kernel(self.cluster, specs, 0.0, ARRIVAL | COMPLETION)
@@ -200,7 +204,10 @@ class ClusterEnv(gymnasium.Env):
         if want > self._free_total:
             return False
         c = self.cluster
-        nodes, counts = place_one(self._free, c.node_type, self._types, want, self.mode)
+        nodes, counts = place_one(self._free, c.node_type, self._types, want, self.mode,
+                                  self._allowed[j], self._type_key)
+        if nodes.shape[0] == 0:           # no GPU type it can use has room
+            return False
         rate = self._rate(j, want, nodes)
         self._kernel.apply(np.array([j], np.int64), np.array([0, nodes.shape[0]], np.int64),
                            nodes, counts, np.array([rate]))

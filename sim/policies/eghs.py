@@ -41,7 +41,7 @@ from ..errors import ConfigError
 from ..learning._kernels import micro_update_batch
 from ..learning.progress_estimate import EstimatorConfig, ProgressEstimator
 from ..learning.spec import DynamicsConfig
-from ..placement import PLACEMENT_MODES, changed_jobs, greedy_place
+from ..placement import PLACEMENT_MODES, changed_jobs, greedy_place, type_inputs
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 from .base import Policy, stable_order
 from .elastic import admit_fill, restart_factor, throughput_table
@@ -93,10 +93,11 @@ class _ElasticPolicy(Policy):
         """Greedy preemptive placement of the quotas; counts the restarts it causes."""
         c = state.cluster
         placed = order[alloc[order] > 0]
+        allowed, keys = type_inputs(state)
         indptr, nodes, counts = greedy_place(
             np.ascontiguousarray(placed, np.int64), alloc.astype(np.int32), state.pl_indptr,
             state.pl_nodes, state.pl_counts, c.node_gpus, c.node_type, len(c.gpu_types),
-            PLACEMENT_MODES[self.placement], True, False)
+            PLACEMENT_MODES[self.placement], True, False, allowed, keys)
         lens = np.diff(indptr)
         after = np.bincount(np.repeat(np.arange(lens.size), lens), weights=counts,
                             minlength=lens.size).astype(np.int64)
