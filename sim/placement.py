@@ -106,6 +106,16 @@ def type_inputs(state) -> tuple[np.ndarray, np.ndarray]:
     return allowed_masks(rates), np.ascontiguousarray(keys, np.float64)
 
 
+def type_room(state) -> np.ndarray:
+    """int64 per active job: the GPUs of the largest type it may use (elastic policies size
+    jobs within it, since a job never spans types)."""
+    allowed, _ = type_inputs(state)
+    c = state.cluster
+    cap = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types)).astype(np.int64)
+    bits = (allowed[:, None] >> np.arange(cap.size, dtype=np.int64)[None, :]) & 1
+    return (bits * cap[None, :]).max(axis=1, initial=0)
+
+
 def allowed_masks(rates: np.ndarray) -> np.ndarray:
     """int64 per job: bit t set where its throughput on type t is > 0."""
     rates = np.asarray(rates, np.float64)
