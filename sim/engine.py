@@ -265,6 +265,9 @@ def unrunnable(cluster: Cluster, demand: np.ndarray, rates: np.ndarray,
     for i in bad[:1]:
         if not ok[i].any():
             why.append("its throughput is 0 on every GPU type of the cluster")
+        elif mixing:
+            why.append(f"it asks for {int(demand[i])} GPUs but the types it can run on have "
+                       f"{int(room[i])}")
         else:
             why.append(f"it asks for {int(demand[i])} GPUs, more than any GPU type it can run on "
                        f"has ({', '.join(f'{t}: {int(n)}' for t, n in zip(cluster.gpu_types, cap))})")

@@ -66,9 +66,10 @@ class BarredOracle(LinearOracle):
         return np.where(slow & (np.asarray(model_idx) == 1), 0.0, r)
 
 
-def runnable(jobs: JobSpecs, cluster: Cluster, oracle) -> JobSpecs:
+def runnable(jobs: JobSpecs, cluster: Cluster, oracle, mixing: bool = False) -> JobSpecs:
     """``jobs`` made runnable on ``cluster``: a job that can run on no type becomes model 0,
-    and each request is cut to the GPUs of the largest type the job can run on."""
+    and each request is cut to the GPUs of the largest type the job can run on (``mixing``:
+    of all those types together, for policies that mix types)."""
     from sim.engine import type_rate_table
     model = np.asarray(jobs.model, np.int32).copy()
     have = cluster.gpus_per_type()[None, :] > 0
@@ -76,6 +77,7 @@ def runnable(jobs: JobSpecs, cluster: Cluster, oracle) -> JobSpecs:
     model[~ok.any(axis=1)] = 0
     jobs = specs(jobs.arrival, jobs.demand, jobs.work, model, delay=float(jobs.restart_delay[0]))
     ok = type_rate_table(cluster, jobs, oracle) > 0
-    cap = (ok * cluster.gpus_per_type()[None, :]).max(axis=1)
+    room = ok * cluster.gpus_per_type()[None, :]
+    cap = room.sum(axis=1) if mixing else room.max(axis=1)
     demand = np.minimum(jobs.demand, cap)
     return specs(jobs.arrival, demand, jobs.work, model, delay=float(jobs.restart_delay[0]))

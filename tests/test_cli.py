@@ -60,4 +60,5 @@ def test_bad_input_is_a_clear_error(args, message, capsys):
 def test_job_larger_than_cluster_is_rejected(capsys):
     assert main(["run", "--cluster", "uniform:nodes=1,gpus=2,type=v100", "--jobs", "40",
                  "--policy", "fifo", "--no-progress"]) == 2
-    assert "requests" in capsys.readouterr().err
+    err = capsys.readouterr().err       # a TraceError naming the row and field
+    assert "row 3, field 'gpus': job needs at least 4 GPUs" in err
