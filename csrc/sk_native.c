@@ -85,6 +85,8 @@ struct sk_policy {
     double *trate;                      /* [n_jobs][n_types] */
     int64_t *bucket_mask;               /* allowed types of each bucket's jobs */
     int32_t *place_type;                /* the type each place[] entry takes */
+    int64_t *moved, n_moved;            /* running jobs the plan moves to another type */
+    int8_t *moving;                     /* per job: in moved[] */
     int64_t *seg_pos, *seg_node;        /* node <-> max-tree leaf, leaves grouped by type */
     int64_t type_lo[64], type_hi[64];   /* each type's leaves */
     double type_first[64];              /* first-fit key: the type's first node */
@@ -591,6 +593,7 @@ static int32_t job_type(const sk_engine *e, const struct sk_policy *p, int64_t j
 
 static void plan_reset(struct sk_policy *p) {
     p->n_preempt = 0;
+    p->n_moved = 0;
     p->n_place = 0;
     p->place_ptr[0] = 0;
 }
@@ -605,8 +608,8 @@ static void plan_add_place(struct sk_policy *p, int64_t j, int32_t t) {
 static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
     int64_t total = 0;
     for (int32_t n = 0; n < e->n_nodes; n++) p->free[n] = e->node_cap[n] - e->node_used[n];
-    for (int64_t k = 0; k < p->n_preempt; k++) {
-        int64_t j = p->preempt[k];
+    for (int64_t k = 0; k < p->n_preempt + p->n_moved; k++) {
+        int64_t j = k < p->n_preempt ? p->preempt[k] : p->moved[k - p->n_preempt];
         for (int32_t q = 0; q < e->pl_len[j]; q++) p->free[e->pl[j][2 * q]] += e->pl[j][2 * q + 1];
     }
     for (int32_t n = 0; n < e->n_nodes; n++) total += p->free[n];
@@ -646,8 +649,10 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, const run_slot *run, 
         if (ri == n_run && b < 0) break;
         int take_run = ri < n_run && (b < 0 || slot_before(e, p, &run[ri], p->heap[p->heap_off[b]]));
         int64_t j = take_run ? run[ri].job : p->heap[p->heap_off[b]];
-        int32_t t = take_run ? job_type(e, p, j) : pick_type(e, p, j, e->demand[j]);
-        if (t < 0 || e->demand[j] > p->tbudget[t]) {   /* a running job keeps its own type */
+        int32_t t = take_run ? job_type(e, p, j) : -1;    /* a running job keeps its type, */
+        int move = take_run && e->demand[j] > p->tbudget[t];
+        if (!take_run || move) t = pick_type(e, p, j, e->demand[j]);   /* or moves */
+        if (t < 0) {
             if (blocking) break;
             p->preempt[p->n_preempt++] = j;      /* a running job that no longer fits */
             ri++;
@@ -655,7 +660,13 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, const run_slot *run, 
         }
         budget -= e->demand[j];
         p->tbudget[t] -= e->demand[j];
-        if (take_run) {
+        if (move) {                              /* its old GPUs are freed, it is placed anew */
+            p->tfree[t] -= e->demand[j];
+            p->moved[p->n_moved++] = j;
+            p->moving[j] = 1;
+            plan_add_place(p, j, t);
+            ri++;
+        } else if (take_run) {
             ri++;
         } else {
             p->tfree[t] -= e->demand[j];
@@ -842,6 +853,13 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
     rc = apply_plan(e, p);
     if (rc < 0) return rc;
     p->slots_stale |= p->n_preempt > 0;
+    if (p->n_moved > 0) {               /* moved jobs get new slots below: drop the old ones */
+        int64_t m = 0;
+        for (int64_t i = 0; i < p->n_slots; i++)
+            if (!p->moving[p->slots[i].job]) p->slots[m++] = p->slots[i];
+        p->n_slots = m;
+        for (int64_t k = 0; k < p->n_moved; k++) p->moving[p->moved[k]] = 0;
+    }
     for (int64_t k = 0; k < p->n_preempt; k++) {       /* they wait again, keyed as of now */
         key_waiting(e, p, p->preempt[k]);
         heap_add(e, p, p->preempt[k]);
@@ -980,6 +998,7 @@ void skn_free(struct sk_policy *p) {
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
     free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
     free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->seg_pos); free(p->seg_node);
+    free(p->moved); free(p->moving);
     free(p);
 }
 
@@ -1029,7 +1048,8 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
              NEW(p->completed, nj) && NEW(p->trate, nj * nt) && NEW(p->bucket_mask, nb) &&
-             NEW(p->place_type, nj) && NEW(p->seg_pos, nn) && NEW(p->seg_node, p->seg_size);
+             NEW(p->place_type, nj) && NEW(p->seg_pos, nn) && NEW(p->seg_node, p->seg_size) &&
+             NEW(p->moved, nj) && NEW(p->moving, nj);
     return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
 }
 

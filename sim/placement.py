@@ -272,8 +272,9 @@ def _current(cur_indptr, cur_nodes, cur_counts, node_type, n):
 @njit(cache=True)
 def _select(order, want, cur_n, cur_t, tcap, tfree, allowed, keys, blocking):
     """Preemptive selection in priority order with per-type budgets: a running job whose
-    size is unchanged is selected on its own type while that type's budget holds it; any
-    other job takes the type choose_type picks (room now first, then budget)."""
+    size is unchanged is selected on its own type while that type's budget holds it (it
+    keeps its GPUs); any other job, and a running one whose type is taken by jobs ahead of
+    it (it moves), takes the type choose_type picks (room now first, then budget)."""
     n = want.shape[0]
     selected = np.zeros(n, np.bool_)
     sel_type = np.full(n, -1, np.int64)
@@ -283,8 +284,8 @@ def _select(order, want, cur_n, cur_t, tcap, tfree, allowed, keys, blocking):
         i = order[k]
         if want[i] <= 0 or selected[i]:     # not a candidate, or a repeat
             continue
-        if cur_n[i] > 0 and cur_n[i] == want[i] and cur_t[i] >= 0:
-            t = cur_t[i] if budget[cur_t[i]] >= want[i] else -1
+        if cur_n[i] > 0 and cur_n[i] == want[i] and cur_t[i] >= 0 and budget[cur_t[i]] >= want[i]:
+            t = cur_t[i]
         else:
             t = choose_type(allowed[i], keys[i], free_w, budget, want[i])
             if t >= 0:
@@ -312,7 +313,8 @@ def greedy_place(order, want, cur_indptr, cur_nodes, cur_counts, node_cap, node_
     Non-preemptive: running jobs keep their placement; the others are placed in order,
     each on the type choose_type picks on the GPUs left.  Preemptive: the jobs selected
     in priority order with per-type budgets (_select) get GPUs; selected running jobs
-    whose size is unchanged keep their placement, other running jobs are preempted.
+    whose size and type are unchanged keep their placement, selected ones on another type
+    move, other running jobs are preempted.
     blocking: stop at the first candidate that cannot be placed (strict order).
     A job listed more than once in `order` counts at its first position only.
     Returns the new CSR (indptr, nodes, counts) aligned with the active list.
@@ -334,7 +336,8 @@ def greedy_place(order, want, cur_indptr, cur_nodes, cur_counts, node_cap, node_
                     tnow[node_type[cur_nodes[k]]] -= cur_counts[k]
         selected, sel_type = _select(order, want, cur_n, cur_t, tcap, tnow, allowed, keys, blocking)
         for i in range(n):
-            keep[i] = selected[i] and cur_n[i] > 0 and cur_n[i] == want[i] and cur_t[i] >= 0
+            keep[i] = (selected[i] and cur_n[i] > 0 and cur_n[i] == want[i] and cur_t[i] >= 0
+                       and sel_type[i] == cur_t[i])
     else:
         for i in range(n):
             keep[i] = cur_n[i] > 0

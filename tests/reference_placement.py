@@ -85,12 +85,12 @@ def greedy_place(order, want, current, node_cap, node_type, n_types, mode, preem
     - non-preemptive: running jobs keep their placement; candidates that are not
       running are placed in order on the GPUs left;
     - preemptive: walk the candidates in order with a budget per type (all its GPUs); a
-      running job whose size is unchanged is selected if its own type's budget still holds
-      it; another job if choose_type finds a type whose GPUs free now (less the new
-      placements so far) hold it, else whose budget does; blocking: stop at the first that
-      is not selected.  Selected running jobs whose size is unchanged keep their placement,
-      every other job loses its GPUs; the remaining selected jobs are placed in order on
-      the type they were selected on;
+      running job whose size is unchanged is selected on its own type if that type's budget
+      still holds it; any other job (a running one then moves) if choose_type finds a type
+      whose GPUs free now (less the new placements so far) hold it, else whose budget does;
+      blocking: stop at the first that is not selected.  Selected running jobs whose size and
+      type are unchanged keep their placement, every other job loses its GPUs; the remaining
+      selected jobs are placed in order on the type they were selected on;
     - blocking: placement stops at the first candidate that cannot be placed.
     """
     n = len(want)
@@ -114,9 +114,9 @@ def greedy_place(order, want, current, node_cap, node_type, n_types, mode, preem
         for i in cands:
             if want[i] <= 0:
                 continue
-            if size[i] > 0 and size[i] == want[i] and cur_t[i] >= 0:
-                t = cur_t[i] if budget[cur_t[i]] >= want[i] else -1
-            else:
+            if size[i] > 0 and size[i] == want[i] and cur_t[i] >= 0 and budget[cur_t[i]] >= want[i]:
+                t = cur_t[i]                 # it keeps its GPUs
+            else:                            # a new job, or one whose type is taken: it moves
                 t = choose_type(allowed[i], keys[i], free_now, budget, want[i])
                 if t >= 0:
                     free_now[t] -= want[i]
@@ -128,7 +128,7 @@ def greedy_place(order, want, current, node_cap, node_type, n_types, mode, preem
             sel_type[i] = t
             budget[t] -= want[i]
         keep = {i for i in range(n) if i in selected and size[i] > 0 and size[i] == want[i]
-                and cur_t[i] >= 0}
+                and cur_t[i] >= 0 and sel_type[i] == cur_t[i]}
     else:
         selected = set(cands)
         keep = {i for i in range(n) if size[i] > 0}

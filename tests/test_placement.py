@@ -297,12 +297,15 @@ def test_type_rule_toy_first_fit_fastest_random():
 def test_preemptive_new_job_prefers_free_type_over_preempting():
     # types 0 and 1, one 2-GPU node each; job 0 (low priority) runs on type 0.  A new,
     # higher-priority 2-GPU job takes the free type 1 (tier 0) even though type 0 comes
-    # first: nobody is preempted.  With type 1 barred it preempts job 0 (tier 1).
+    # first: nobody is preempted.  With type 1 barred for job 1 it takes type 0 (tier 1) and
+    # job 0 moves to type 1 (free); with type 1 barred for job 0 too, job 0 is preempted.
     s = dict(cap=_free(2, 2), types=_free(0, 1), n_types=2, speed=np.ones(2),
              current=[[(0, 2)], []], want=[2, 2], order=[1, 0], mode=0, preemptive=True,
              blocking=False, allowed=[3, 3], keys=[[0.0, 1.0], [0.0, 1.0]])
     assert run_kernel(s)[0] == run_reference(s) == [[(0, 2)], [(1, 2)]]
     s = {**s, "allowed": [3, 1]}
+    assert run_kernel(s)[0] == run_reference(s) == [[(1, 2)], [(0, 2)]]
+    s = {**s, "allowed": [1, 1]}
     assert run_kernel(s)[0] == run_reference(s) == [[], [(0, 2)]]
 
 
