@@ -188,3 +188,21 @@ def test_cli_profile_flag_says_where_time_went(capsys):
     err = capsys.readouterr().err
     assert "profile tiresias: native (decided in C); wall" in err
     assert "profile smjp: python;" in err and "decisions" in err
+
+
+@pytest.mark.parametrize("name", NATIVE)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=workloads(), cluster=clusters(), placement=st.sampled_from(["consolidated", "spread"]),
+       type_choice=st.sampled_from(["first-fit", "fastest", "random"]))
+def test_never_on_a_zero_throughput_type_never_mixed(name, jobs, cluster, placement, type_choice):
+    """Model 1 cannot run on "slow" GPUs: no stint of a model-1 job uses one; a job of a
+    non-preemptive policy (one stint) uses exactly one type."""
+    oracle = BarredOracle()
+    jobs = runnable(jobs, cluster, oracle)
+    res = run_jobs(cluster, jobs, _policy(name, placement, (50.0,)), oracle,
+                   EngineConfig(type_choice=type_choice, type_seed=1))
+    if "slow" in cluster.gpu_types:
+        slow = 1 << cluster.gpu_types.index("slow")
+        assert not np.any((res.gpu_types_used & slow)[jobs.model == 1])
+    if name in ("fifo", "sjf"):
+        assert all(bin(int(m)).count("1") == 1 for m in res.gpu_types_used)
