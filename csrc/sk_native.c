@@ -21,6 +21,7 @@ typedef struct {
     int64_t job;
     int32_t kq, demand, ngpu;
     int8_t kflag;
+    int8_t type;                        /* its GPU type (native placements have one) */
     double gs, rem, last, begin, rate;  /* ske_live's inputs */
     double work, est;
 } run_slot;
@@ -184,6 +185,7 @@ static void slot_fill(const sk_engine *e, const struct sk_policy *p, run_slot *s
     s->est = p->est[j];
     s->kq = p->spec.kind == SK_POL_TIRESIAS ? p->queue[j] : 0;
     s->kflag = 0;
+    s->type = (int8_t)p->node_type[e->pl[j][0]];
     s->ka = p->spec.kind == SK_POL_TIRESIAS ? p->entered[j] : 0.0;
 }
 
@@ -584,10 +586,7 @@ static void type_budgets(struct sk_policy *p, int preemptive) {
     }
 }
 
-/* The type of running job j (its placement's first node; native placements have one type). */
-static int32_t job_type(const sk_engine *e, const struct sk_policy *p, int64_t j) {
-    return p->node_type[e->pl[j][0]];
-}
+
 
 /* ---------------------------------------------------------------- deciding */
 
@@ -649,7 +648,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, const run_slot *run, 
         if (ri == n_run && b < 0) break;
         int take_run = ri < n_run && (b < 0 || slot_before(e, p, &run[ri], p->heap[p->heap_off[b]]));
         int64_t j = take_run ? run[ri].job : p->heap[p->heap_off[b]];
-        int32_t t = take_run ? job_type(e, p, j) : -1;    /* a running job keeps its type, */
+        int32_t t = take_run ? run[ri].type : -1;         /* a running job keeps its type, */
         int move = take_run && e->demand[j] > p->tbudget[t];
         if (!take_run || move) t = pick_type(e, p, j, e->demand[j]);   /* or moves */
         if (t < 0) {
@@ -689,7 +688,7 @@ static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *b
         const run_slot *s = &p->slots[i];
         if (head < 0 || slot_before(e, p, s, head)) {
             used += s->demand;
-            p->tbudget[job_type(e, p, s->job)] -= s->demand;
+            p->tbudget[s->type] -= s->demand;
             p->slots[n_ahead++] = *s;
         } else {
             cont[n_cont++] = *s;
