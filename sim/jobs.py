@@ -250,8 +250,11 @@ class JobTable:
         return it
 
     def validate_against(self, cluster=None, model_names: Sequence[str] | None = None, *,
-                         skip_invalid: bool = False) -> "JobTable":
-        """Check each job fits ``cluster`` (gpus_min <= total GPUs) and its model is known.
+                         skip_invalid: bool = False, oracle=None, mixing: bool = False) -> "JobTable":
+        """Check each job fits ``cluster`` (gpus_min <= total GPUs) and its model is known;
+        with ``oracle`` (and ``cluster``) also that it can run: throughput > 0 on some GPU type
+        of the cluster at its request, on a type with at least that many GPUs (``mixing``: the
+        types it can run on together, for policies that mix types).
 
         Raises TraceError naming the row (0-based in this table) and field, or with
         ``skip_invalid`` returns a new JobTable without those rows (their errors appended to
@@ -279,10 +282,39 @@ class JobTable:
             models = self.models
             flag(np.array([m not in known for m in models], dtype=bool), "model",
                  lambda r: f"unknown model {models[r]!r}")
+        if oracle is not None and cluster is not None and len(self):
+            self._flag_unrunnable(cluster, oracle, mixing, bad, flag)
         if not bad.any():
             return self
         errors.sort(key=lambda e: e.row)
         return JobTable(self.table.filter(pa.array(~bad)), self.source, self.skipped + errors)
+
+
+    def _flag_unrunnable(self, cluster, oracle, mixing, bad, flag) -> None:
+        """Rows no placement can run (see validate_against); rows flagged already are left."""
+        known = np.array([m in set(oracle.models) for m in self.models], dtype=bool) & ~bad
+        rows = np.flatnonzero(known)
+        if rows.size == 0:
+            return
+        n_types = len(cluster.gpu_types)
+        model = np.repeat(self.model_codes(oracle.models)[rows].astype(np.int64), n_types)
+        gpus = self.gpus[rows].astype(np.int64)
+        mask = np.tile(np.left_shift(np.int64(1), np.arange(n_types, dtype=np.int64)), rows.size)
+        rates = np.asarray(oracle.rates(model, np.repeat(gpus, n_types), np.ones(model.size, np.int64),
+                                        mask, np.ones(model.size), cluster.gpu_types), float)
+        ok = (rates.reshape(rows.size, n_types) > 0)
+        cap = ok * cluster.gpus_per_type()[None, :]
+        room = cap.sum(axis=1) if mixing else cap.max(axis=1)
+        bad_rows = np.zeros(len(self), dtype=bool)
+        bad_rows[rows] = room < gpus
+        zero = np.zeros(len(self), dtype=bool)
+        zero[rows] = ~ok.any(axis=1)
+        models = self.models
+        flag(bad_rows & zero, "model",
+             lambda r: f"model {models[r]!r} has throughput 0 on every GPU type of cluster {cluster.name}")
+        flag(bad_rows & ~zero, "gpus",
+             lambda r: f"job asks for {int(self.gpus[r])} GPUs, more than any GPU type of cluster "
+                       f"{cluster.name} where model {models[r]!r} can run has")
 
 
 # --------------------------------------------------------------------- CSV

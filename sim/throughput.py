@@ -9,9 +9,11 @@ throughput table (``simulation_throughputs.json``) and applies these rules:
   ``rate = min_{t used} T[model][t][k] * min_speed`` with ``k`` the job's GPU count and
   ``min_speed`` the smallest speed factor of the servers it uses (Hops' server-entity
   heterogeneity; algorithms.md §4.3: "the slowest GPU dominates").
-* **Spread**: when a placement spans more than one node, Gavel's ``<type>_unconsolidated``
-  measurement is used where the table has it; otherwise the consolidated rate is multiplied by
-  ``spread_penalty`` (default :data:`SPREAD_PENALTY`).
+* **Spread** (``multi_server="measured"``, the default): when a placement spans more than one
+  node, Gavel's ``<type>_unconsolidated`` measurement is used where the table has it; otherwise
+  the consolidated rate is multiplied by ``spread_penalty`` (default :data:`SPREAD_PENALTY`).
+  ``multi_server="gavel"`` is Gavel's simulator's rule (its fidelity mode): the consolidated
+  rate whatever the servers (Gavel's simulator never reads the ``_unconsolidated`` entries).
 * **Counts not measured**: linear interpolation in ``k`` between measured counts (0 if either
   neighbour is a measured 0); below the smallest measured count, the per-GPU rate of that count
   is kept; beyond the largest measured count ``K``, each extra GPU adds ``scaling_efficiency``
@@ -64,6 +66,7 @@ __all__ = [
     "TableThroughput",
     "default_oracle",
     "SPREAD_PENALTY",
+    "MULTI_SERVER_RULES",
     "SCALING_EFFICIENCY",
     "RELATIVE_SPEED",
     "REFERENCE_TYPE",
@@ -74,6 +77,12 @@ __all__ = [
     "model_family",
     "BUILTIN_TABLES",
 ]
+
+#: How a placement over several servers is rated (TableThroughput's ``multi_server``):
+#: "measured" (ours, the default: Gavel's ``_unconsolidated`` measurement, else the consolidated
+#: rate x ``spread_penalty``) or "gavel" (Gavel's simulator: the consolidated rate whatever the
+#: servers; the fidelity mode of scalability/gavel_fidelity.py).
+MULTI_SERVER_RULES = ("measured", "gavel")
 
 #: Multiplier on the consolidated rate of a placement spread over > 1 node when the table has no
 #: ``*_unconsolidated`` measurement for that type.  Our choice [I].
@@ -383,9 +392,13 @@ class TableThroughput(ModelLookup):
                  pairs: Mapping[tuple[str, str, int, str], tuple[float, float]] | None = None,
                  reference_bandwidth_gbps: tuple[float, float] | None = (DEFAULT_INTRA_BW_GBPS,
                                                                          DEFAULT_INTER_BW_GBPS),
-                 source: str = "<memory>") -> None:
+                 multi_server: str = "measured", source: str = "<memory>") -> None:
         self.source = source
         self.reference_bandwidth_gbps = _check_reference_bandwidths(reference_bandwidth_gbps, source)
+        if multi_server not in MULTI_SERVER_RULES:
+            raise ConfigError(f"multi_server must be one of {', '.join(MULTI_SERVER_RULES)}, "
+                              f"got {multi_server!r}")
+        self.multi_server = multi_server
         if not (0.0 < spread_penalty <= 1.0):
             raise ConfigError(f"spread_penalty must be in (0, 1], got {spread_penalty}")
         if not (0.0 <= scaling_efficiency <= 1.0):
@@ -441,8 +454,10 @@ class TableThroughput(ModelLookup):
                     else:
                         raise ConfigError(f"throughput table {source}: model {m!r} is not measured on "
                                           f"{t!r} and {t!r} has no relative speed")
-                upts = unc.get(t, {}).get(m)
-                if upts:
+                upts = unc.get(t, {}).get(m) if multi_server == "measured" else None
+                if multi_server == "gavel":
+                    D[mi, ti, 1], KX[mi, ti, 1] = D[mi, ti, 0], KX[mi, ti, 0]
+                elif upts:
                     D[mi, ti, 1], KX[mi, ti, 1] = _dense(upts, kd)
                 else:
                     D[mi, ti, 1], KX[mi, ti, 1] = D[mi, ti, 0] * self.spread_penalty, KX[mi, ti, 0]
@@ -635,8 +650,9 @@ class TableThroughput(ModelLookup):
         return np.asarray(duration_s, dtype=np.float64) * self.reference_rate(model_idx, ngpu)
 
     def __repr__(self) -> str:
+        rule = "" if self.multi_server == "measured" else f", multi_server {self.multi_server}"
         return (f"TableThroughput({len(self.models)} models, types {', '.join(self.gpu_types)}, "
-                f"reference {self.reference_type}, source {self.source})")
+                f"reference {self.reference_type}{rule}, source {self.source})")
 
 
 @lru_cache(maxsize=1)

@@ -67,3 +67,32 @@ def specs(arrival, demand, work, model=None, delay=10.0) -> JobSpecs:
     return JobSpecs(arrival=np.asarray(arrival, float), demand=demand, gpus_min=demand.copy(),
                     gpus_max=demand.copy(), model=model, work=work, est_duration=work / ref,
                     priority=np.ones(n), restart_delay=np.full(n, float(delay)))
+
+
+class BarredOracle(LinearOracle):
+    """LinearOracle where model 1 cannot run on "slow" GPUs (rate 0 there, like Gavel's
+    ResNet-50 at batch 128 on K80s)."""
+
+    def rates(self, model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types):
+        r = super().rates(model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types)
+        if "slow" not in cluster_types:
+            return r
+        slow = (np.asarray(type_mask) >> list(cluster_types).index("slow")) & 1 == 1
+        return np.where(slow & (np.asarray(model_idx) == 1), 0.0, r)
+
+
+def runnable(jobs: JobSpecs, cluster: Cluster, oracle, mixing: bool = False) -> JobSpecs:
+    """``jobs`` made runnable on ``cluster``: a job that can run on no type becomes model 0,
+    and each request is cut to the GPUs of the largest type the job can run on (``mixing``:
+    of all those types together, for policies that mix types)."""
+    from sim.engine import type_rate_table
+    model = np.asarray(jobs.model, np.int32).copy()
+    have = cluster.gpus_per_type()[None, :] > 0
+    ok = (type_rate_table(cluster, jobs, oracle) > 0) & have
+    model[~ok.any(axis=1)] = 0
+    jobs = specs(jobs.arrival, jobs.demand, jobs.work, model, delay=float(jobs.restart_delay[0]))
+    ok = type_rate_table(cluster, jobs, oracle) > 0
+    room = ok * cluster.gpus_per_type()[None, :]
+    cap = room.sum(axis=1) if mixing else room.max(axis=1)
+    demand = np.minimum(jobs.demand, cap)
+    return specs(jobs.arrival, demand, jobs.work, model, delay=float(jobs.restart_delay[0]))

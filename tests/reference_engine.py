@@ -59,7 +59,10 @@ class RefJob:
         self.last_update = t
 
 
-def reference_run(cluster, jobs, policy, oracle, round_s):
+def reference_run(cluster, jobs, policy, oracle, round_s, type_choice="first-fit", type_seed=0):
+    """``type_choice``/``type_seed``: the run's GPU type rule (EngineConfig's), handed to the
+    policies through their SchedState; the placer (sim.placement, held to
+    tests/reference_placement.py) applies it."""
     n = len(jobs)
     js = [RefJob(float(jobs.arrival[i]), float(jobs.work[i]), float(jobs.restart_delay[i]))
           for i in range(n)]
@@ -147,7 +150,7 @@ def reference_run(cluster, jobs, policy, oracle, round_s):
         if done == n:
             break
         state = _state(now, reasons, cluster, jobs, js, cap, used, getattr(policy, "view", "all"),
-                       oracle)
+                       oracle, type_choice, type_seed)
         plan = policy.schedule(state)
         if getattr(policy, "defragment", False):
             plan = defragment_plan(state, plan)
@@ -163,7 +166,8 @@ def reference_run(cluster, jobs, policy, oracle, round_s):
     }
 
 
-def _state(now, reasons, cluster, jobs, js, cap, used, view="all", oracle=None):
+def _state(now, reasons, cluster, jobs, js, cap, used, view="all", oracle=None,
+           type_choice="first-fit", type_seed=0):
     listed = ("queued",) if view == "queued" else ("queued", "running")
     active = [i for i, j in enumerate(js) if j.state in listed]
     live = [js[i].live(now) for i in active]        # reading never writes
@@ -185,7 +189,8 @@ def _state(now, reasons, cluster, jobs, js, cap, used, view="all", oracle=None):
                                for i in active]),
         pl_indptr=np.array(indptr, np.int64), pl_nodes=np.array(nodes, np.int32),
         pl_counts=np.array(counts, np.int32),
-        node_free=np.array([c - u for c, u in zip(cap, used)], np.int32), oracle=oracle)
+        node_free=np.array([c - u for c, u in zip(cap, used)], np.int32), oracle=oracle,
+        type_choice=type_choice, type_seed=type_seed)
 
 
 def _oracle_rate(state, i, placement, oracle, cluster, rate_model=None):

@@ -247,7 +247,7 @@ def test_engine_runs_smjp_jobs_at_the_latency_models_rate():
 def test_rate_model_opt_in_matches_the_reference_engine():
     pol = get_policy("fifo")
     pol.rate_model = ProportionalRates()
-    jobs = specs([0, 0, 1, 5, 9], [1, 8, 4, 2, 3], [10, 100, 60, 1000, 333.3], [0, 1, 0, 1, 0])
+    jobs = specs([0, 0, 1, 5, 9], [1, 6, 4, 2, 3], [10, 100, 60, 1000, 333.3], [0, 1, 0, 1, 0])
     res = run_jobs(small_cluster(), jobs, pol, LinearOracle(), EngineConfig())
     ref = reference_run(small_cluster(), jobs, pol, LinearOracle(), 0.0)
     assert res.profile["native"] is False
