@@ -15,7 +15,8 @@ from .errors import ConfigError
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
-__all__ = ["read_text_file", "atomic_path", "atomic_write_text", "ensure_out_dir", "os_error_text"]
+__all__ = ["read_text_file", "atomic_path", "atomic_write_text", "ensure_out_dir", "os_error_text",
+           "stdout_to_stderr"]
 
 
 def os_error_text(exc: OSError) -> str:
@@ -138,3 +139,28 @@ class CheckedUtf8(io.RawIOBase):
             data = b"\n".join(pieces)
         self._line += data.count(b"\n")
         return data
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send whatever is written to file descriptor 1 inside the block to stderr instead.
+
+    Solver libraries print from C (HiGHS's MIP solver writes progress lines with ``printf``
+    whatever its output options), which would corrupt ``--format json`` or ``csv`` on stdout;
+    the CLI runs policies inside this block and writes its results after it.  A no-op when
+    stdout has no file descriptor (e.g. captured by a test harness)."""
+    import sys
+    try:
+        fd, err = sys.stdout.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(fd)
+    try:
+        os.dup2(err, fd)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, fd)
+        os.close(saved)

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..fsio import stdout_to_stderr
 from ..metrics import SUMMARY_KEYS, compare_table, summary
 from ..placement import DEFAULT_TYPE_CHOICE, TYPE_CHOICES
 from ..scenario import DEFAULT_CLUSTER, DEFAULT_JOBS, DEFAULT_LOAD, DEFAULT_POLICIES, Scenario, jsonable
@@ -101,7 +102,8 @@ def _run(args) -> None:
     skipped = getattr(table, "skipped", None) or []
     if skipped:
         print(f"skipped {len(skipped)} invalid jobs (--skip-invalid); first: {skipped[0]}", file=info)
-    results = sc.run(built=(cluster, table, _), on_result=writer.add if writer else None)
+    with stdout_to_stderr():               # solvers' C-level prints must not mix with the results
+        results = sc.run(built=(cluster, table, _), on_result=writer.add if writer else None)
     if writer is not None:
         summaries = writer.finish(results)
         print(f"wrote {args.out}/summary.json, per-policy jobs.parquet and plots", file=info)
