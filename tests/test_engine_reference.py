@@ -57,7 +57,7 @@ def test_engine_matches_reference(name, jobs, round_s, placement):
 
 
 @pytest.mark.parametrize("name", sorted(FEW_EXAMPLES))
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=workloads(), round_s=st.sampled_from([0.0, 30.0]),
        placement=st.sampled_from(["consolidated", "spread"]))
 def test_few_examples_match_reference(name, jobs, round_s, placement):

@@ -63,6 +63,8 @@ class Hops(Policy):
     triggers: ClassVar[int] = ARRIVAL | COMPLETION
     round_s: ClassVar[float | None] = 60.0
     preemptive = True
+    #: a configuration never mixes GPU types (§4.7): a job needs a count that fits one type
+    single_type_jobs: ClassVar[bool] = True
 
     def __init__(self, placement: str = "consolidated", round_s: float = 60.0, refresh_s: float = 30.0,
                  priority: str = "lr", lam: float = 1.0, sigma: float = 1.4,
@@ -125,7 +127,8 @@ class Hops(Policy):
         rows = self._plan(state, order, ok, prio, full, reserved)
         lens, flat = _rows(self._pool_indptr, rows)
         indptr = np.concatenate([[0], np.cumsum(lens)])
-        waiting = (rows < 0).any() or reserved.any()
+        # jobs that can never run (NO_FIT) do not keep the run awake
+        waiting = ((rows < 0) & (self.r_min[ids] > 0)).any() or reserved.any()
         return Plan(indptr, self._pool_nodes[flat].astype(np.int32), self._pool_counts[flat].astype(np.int32),
                     wakeup=self.last_full + self.round_s if waiting else None)
 
