@@ -4,6 +4,7 @@
     .venv/bin/python scalability/hops_experiment.py ablation | ftf | load [--loads 30,100,300]
     .venv/bin/python scalability/hops_experiment.py ilp-time [--scales 0.25,0.5,1,2,4,8,16]
     .venv/bin/python scalability/hops_experiment.py estimator [--jobs 200]
+    .venv/bin/python scalability/hops_experiment.py plots
 
 Every policy of one seed runs on the same workload and the same hidden server truth
 (sim.hops.servers.ServerTruth, seeded per seed); results go to scalability/results/hops/<stem>.json
@@ -22,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -119,10 +120,12 @@ def run_setup(kind: str, seeds: int, n_jobs: int, loads, cluster: str, workers: 
     setup = SETUPS[kind]
     for load in loads:
         tasks = [(lab, p, kw, s, n_jobs, load, cluster) for s in range(seeds) for lab, (p, kw) in setup.items()]
-        with ProcessPoolExecutor(workers) as ex:
-            rows = list(ex.map(one, tasks))
         stem = f"{kind}_{cluster}_{n_jobs}jobs_{load:g}ph"
-        _write(stem, rows, table(rows, setup))
+        rows = []
+        with ProcessPoolExecutor(workers) as ex:          # rewrite the files as each run ends
+            for fut in as_completed([ex.submit(one, t) for t in tasks]):
+                rows.append(fut.result())
+                _write(stem, rows, table(rows, setup))
 
 
 def _write(stem: str, rows, md: str) -> None:
@@ -148,7 +151,8 @@ def scaled_hops_cluster(scale: float):
 def round_ilp(cluster, seed: int, gap: float, time_limit_s: float | None):
     """One first-plan ILP of a round on an idle cluster: a queue that fills the service window,
     LR priorities drawn uniformly, and per-(job, server) estimates equal to the hidden factors
-    (every server distinct: no symmetry left to exploit).  Returns (seconds, outcome, columns)."""
+    (every server distinct: no symmetry left to exploit).  Returns (wall s, CPU s, outcome,
+    columns, window jobs); CPU seconds are the figure to read on a shared machine."""
     oracle = TableThroughput.builtin()
     n_jobs = int(cluster.total_gpus) // 2 + 50
     w = workload(n_jobs, 100.0, seed, oracle)
@@ -173,9 +177,9 @@ def round_ilp(cluster, seed: int, gap: float, time_limit_s: float | None):
                            pol.dist_limit)
     thr = pol._throughput(st, cand, cfg, fac)
     wg = prior_weights(prio[cand], pol.lam)[cfg.job] * gain(cfg.job, thr, cand.size)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out = solve(cfg, wg, cand.size, cap, gap, time_limit_s)
-    return time.perf_counter() - t0, out, cfg.job.size, cand.size
+    return time.perf_counter() - t0, time.process_time() - c0, out, cfg.job.size, cand.size
 
 
 def ilp_time(scales, gaps, seeds: int, time_limit_s: float | None) -> None:
@@ -184,12 +188,19 @@ def ilp_time(scales, gaps, seeds: int, time_limit_s: float | None) -> None:
         c = scaled_hops_cluster(scale)
         for gap in gaps:
             for s in range(seeds):
-                dt, out, cols, jobs = round_ilp(c, s, gap, time_limit_s)
+                dt, cpu, out, cols, jobs = round_ilp(c, s, gap, time_limit_s)
                 rows.append({"nodes": int(c.n_nodes), "gpus": int(c.total_gpus), "gap": gap, "seed": s,
-                             "seconds": dt, "how": out.how, "columns": cols, "window_jobs": jobs,
+                             "wall_s": dt, "seconds": cpu, "how": out.how, "columns": cols, "window_jobs": jobs,
                              "lp_gap": 1 - out.value / out.bound if out.bound > 0 else 0.0})
                 print(rows[-1], flush=True)
-    md = ["| nodes | GPUs | gap | window jobs | columns | seconds (mean, max) | ended | gap to LP bound |",
+    old = OUT / "ilp_time.json"                       # keep rows of other gaps / sizes
+    keep = [r for r in (json.loads(old.read_text()) if old.exists() else [])
+            if (r["nodes"], r["gap"]) not in {(x["nodes"], x["gap"]) for x in rows}]
+    _write("ilp_time", keep + rows, ilp_table(keep + rows))
+
+
+def ilp_table(rows) -> str:
+    md = ["| nodes | GPUs | gap | window jobs | columns | CPU s (mean, max) | ended | gap to LP bound |",
           "|---|---|---|---|---|---|---|---|"]
     for key in sorted({(r["nodes"], r["gap"]) for r in rows}):
         sel = [r for r in rows if (r["nodes"], r["gap"]) == key]
@@ -197,7 +208,7 @@ def ilp_time(scales, gaps, seeds: int, time_limit_s: float | None) -> None:
         md.append(f"| {key[0]} | {sel[0]['gpus']} | {key[1]} | {np.mean([r['window_jobs'] for r in sel]):.0f} | "
                   f"{np.mean([r['columns'] for r in sel]):.0f} | {sec.mean():.2f}, {sec.max():.2f} | "
                   f"{','.join(sorted({r['how'] for r in sel}))} | {max(r['lp_gap'] for r in sel):.4f} |")
-    _write("ilp_time", rows, "\n".join(md))
+    return "\n".join(md)
 
 
 # -- estimator error as observations accumulate --------------------------------------------------
@@ -233,9 +244,36 @@ def estimator_error(n_jobs: int, seed: int, steps=(0, 1, 2, 5, 10, 20, 50)) -> N
     _write("estimator_error", rows, "\n".join(md))
 
 
+def plots() -> None:
+    """PNG figures from the committed JSON results (those present)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    est, ilp = OUT / "estimator_error.json", OUT / "ilp_time.json"
+    if est.exists():
+        rows = json.loads(est.read_text())
+        fig, ax = plt.subplots(figsize=(4.5, 3))
+        for kind in ("stable", "unstable"):
+            sel = [r for r in rows if r["jobs"] == kind]
+            ax.plot([r["observations"] for r in sel], [r["mean_rel_error"] for r in sel], "o-", label=kind)
+        ax.set(xscale="symlog", xlabel="running observations per server", ylabel="mean relative error",
+               title="Hops estimator vs hidden speeds")
+        ax.legend(), fig.tight_layout(), fig.savefig(OUT / "estimator_error.png", dpi=100)
+    if ilp.exists():
+        rows = json.loads(ilp.read_text())
+        fig, ax = plt.subplots(figsize=(4.5, 3))
+        for gap in sorted({r["gap"] for r in rows}):
+            g = sorted({r["gpus"] for r in rows if r["gap"] == gap})
+            ax.plot(g, [np.mean([r["seconds"] for r in rows if r["gap"] == gap and r["gpus"] == x]) for x in g],
+                    "o-", label=f"gap {gap}")
+        ax.set(xscale="log", yscale="log", xlabel="GPUs (8 per server)", ylabel="CPU seconds per round ILP",
+               title="Hops first-plan ILP time (HiGHS)")
+        ax.legend(), fig.tight_layout(), fig.savefig(OUT / "ilp_time.png", dpi=100)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=[*SETUPS, "ilp-time", "estimator"])
+    ap.add_argument("what", choices=[*SETUPS, "ilp-time", "estimator", "plots"])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=500)
     ap.add_argument("--loads", default="100")
@@ -250,6 +288,8 @@ def main() -> None:
                  a.time_limit)
     elif a.what == "estimator":
         estimator_error(a.jobs, 0)
+    elif a.what == "plots":
+        plots()
     else:
         run_setup(a.what, a.seeds, a.jobs, [float(x) for x in a.loads.split(",")], a.cluster, a.workers)
 
