@@ -133,7 +133,7 @@ def test_bad_requirement_sets_wait_with_a_reason():
     assert lens[0] > 0 and lens[1] == 0 and lens[2] == 0
     assert "fits" in pol.waiting_reason[1]
     assert "fits" in pol.waiting_reason[2]                   # 9 > 4 ("fast") and > 6 ("slow")
-    assert plan.wakeup is not None
+    assert plan.wakeup is None                               # jobs that can never run: no wakeup
 
 
 class _NoModel1(LinearOracle):

@@ -24,8 +24,9 @@ bound it.  :func:`solve` therefore works in up to four steps, each deterministic
    deterministic) and ``max_nodes``.  When a limit stops it, HiGHS' best solution is used; it is
    never worse than the incumbent (``how == "limit"``; counted by the policy).
 
-HiGHS runs with ``output_flag`` off and one thread.  It is reached through ``highspy`` when that
-package is installed, else through the same bindings scipy ships (``scipy.optimize._highspy``).
+HiGHS runs with ``output_flag`` off and one thread, through the highspy bindings scipy ships
+(``scipy.optimize._highspy``; a private module: if a scipy release moves it, declare ``highspy``
+in pyproject.toml and import ``highspy._core`` instead).
 """
 from __future__ import annotations
 
@@ -38,10 +39,9 @@ import numpy as np
 
 from .configs import Configs
 
-try:                                                  # pragma: no cover - depends on the env
-    from highspy import _core as _hc
-except ImportError:                                   # scipy >= 1.15 vendors the same bindings
-    from scipy.optimize._highspy import _core as _hc
+# HiGHS' own Python bindings as scipy (>= 1.15, a declared dependency) ships them: the same API
+# as the ``highspy`` package (setSolution, options), without a new dependency
+from scipy.optimize._highspy import _core as _hc
 
 __all__ = ["prior_weights", "gain", "solve_ilp", "solve", "IlpOutcome", "DEFAULT_MIP_GAP"]
 
