@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from engine_helpers import LinearOracle, small_cluster, specs
 from sim.engine import EngineConfig, run_jobs
 from sim.hops.configs import Configs, generate_configs, requirement_sets
 from sim.hops.estimator import ThroughputEstimator
-from sim.hops.ilp import gain, prior_weights, solve_ilp
+from sim.hops.ilp import gain, prior_weights, solve, solve_ilp
 from sim.hops.metrics import fragments_per_round, max_latency_ratio, raqlr
 from sim.hops.servers import ServerTruth
 from sim.hops.window import sensitivity_adjust, service_window
@@ -131,4 +132,64 @@ def test_bad_requirement_sets_wait_with_a_reason():
     lens = np.diff(plan.indptr)
     assert lens[0] > 0 and lens[1] == 0 and lens[2] == 0
     assert "fits" in pol.waiting_reason[1]
+    assert "fits" in pol.waiting_reason[2]                   # 9 > 4 ("fast") and > 6 ("slow")
+    assert plan.wakeup is None                               # jobs that can never run: no wakeup
+
+
+class _NoModel1(LinearOracle):
+    """Model 1 runs nowhere: every configuration of its jobs has zero throughput."""
+
+    def rates(self, model_idx, *args):
+        return np.where(np.asarray(model_idx) == 1, 0.0, super().rates(model_idx, *args))
+
+
+def test_job_whose_every_config_is_infeasible_waits_with_a_reason():
+    c = small_cluster()
+    jobs = specs([0, 0], [2, 1], [10.0, 10.0], model=[0, 1])
+    st = _state(c, jobs)
+    st = SchedState(**{**st.__dict__, "oracle": _NoModel1()})
+    pol = get_policy("hops")
+    plan = pol.schedule(st)
+    lens = np.diff(plan.indptr)
+    assert lens[0] > 0 and lens[1] == 0
+    assert "infeasible" in pol.waiting_reason[1] and 0 not in pol.waiting_reason
     assert plan.wakeup is not None
+
+
+def _brute_force(cfg, w, n_jobs, cap):
+    """Best objective over every choice of at most one config per job (tiny instances)."""
+    import itertools
+    opts = [[-1] + np.flatnonzero(cfg.job == i).tolist() for i in range(n_jobs)]
+    best = 0.0
+    for pick in itertools.product(*opts):
+        use = np.zeros_like(cap)
+        on = [j for j in pick if j >= 0]
+        for j in on:
+            np.add.at(use, cfg.nodes[cfg.indptr[j]:cfg.indptr[j + 1]], cfg.counts[cfg.indptr[j]:cfg.indptr[j + 1]])
+        if (use <= cap).all():
+            best = max(best, float(w[on].sum()))
+    return best
+
+
+def test_ilp_steps_match_brute_force_on_random_instances():
+    rng = np.random.default_rng(7)
+    seen = set()
+    for _ in range(30):
+        n_jobs, n_srv = int(rng.integers(2, 5)), int(rng.integers(1, 4))
+        cap = rng.integers(1, 5, n_srv)
+        job = np.sort(rng.integers(0, n_jobs, int(rng.integers(1, 8))))
+        lens = rng.integers(1, n_srv + 1, job.size)
+        nodes = np.concatenate([rng.choice(n_srv, k, replace=False) for k in lens])
+        cfg = Configs(job, np.concatenate([[0], np.cumsum(lens)]), nodes, rng.integers(1, 4, nodes.size))
+        w = rng.random(job.size) + 0.1
+        out = solve(cfg, w, n_jobs, cap, mip_rel_gap=0.0)
+        seen.add(out.how)
+        assert out.how in ("trivial", "lp", "ilp") and out.value <= out.bound + 1e-9
+        assert out.value == pytest.approx(_brute_force(cfg, w, n_jobs, cap))
+        ch = out.choice[out.choice >= 0]
+        assert (cfg.job[ch] == np.flatnonzero(out.choice >= 0)).all()
+        if out.how == "ilp":              # a zero time limit hits unless presolve solves it:
+            cut = solve(cfg, w, n_jobs, cap, mip_rel_gap=0.0, time_limit_s=0.0)
+            seen.add(cut.how)                                # the incumbent, still feasible
+            assert cut.how in ("ilp", "limit", "fallback") and cut.value <= out.value + 1e-9
+    assert {"trivial", "lp", "ilp", "limit"} <= seen         # every path was exercised

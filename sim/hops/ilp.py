@@ -1,4 +1,4 @@
-"""Hops' prior-weighted ILP (algorithms.md §4.8; Hops eq.11-13) on HiGHS (scipy.optimize.milp).
+"""Hops' prior-weighted ILP (algorithms.md §4.8; Hops eq.11-13) on HiGHS.
 
     max  sum_ij (prior_i + bias)^lambda * G_ij * X_ij
     s.t. sum_j X_ij <= 1                      for every job i
@@ -6,19 +6,48 @@
 
 ``G_ij`` = throughput of config j / the smallest throughput among job i's configs (Sia's
 normalization); ``bias = |min prior| + 0.01`` when some priority is <= 0, else 0.
+
+How a round's ILP is bounded in time (issue 14; docs/hops.md "ILP time").  Profiling a 512-GPU
+round showed HiGHS solving every instance at its root node (4,000-5,000 binaries, ~170 jobs):
+the time is root processing (cuts, probing, heuristics), not branching, so a node limit does not
+bound it.  :func:`solve` therefore works in up to four steps, each deterministic:
+
+0. **Trivial**: when every job's best configuration fits together, that choice is optimal
+   (``how == "trivial"``; most rounds of a lightly loaded cluster).
+1. **LP relaxation** (upper bound ``U``; 0.02-0.05 s at that size).
+2. **Relax-and-fix incumbent**: every column at 1 in the LP is fixed, the small residual ILP
+   (fractional jobs on the capacity left) is solved to optimality.  If its value ``V`` satisfies
+   ``V >= (1 - mip_rel_gap) * U`` the answer carries the same guarantee HiGHS' gap test gives,
+   and the full ILP is skipped (``IlpOutcome.how == "lp"``).
+3. Otherwise the **full ILP**, warm-started with the incumbent (HiGHS ``setSolution``), at
+   ``mip_rel_gap``, with the optional wall-clock ``time_limit_s`` (None: no limit, runs stay
+   deterministic) and ``max_nodes``.  When a limit stops it, HiGHS' best solution is used; it is
+   never worse than the incumbent (``how == "limit"``; counted by the policy).
+
+HiGHS runs with ``output_flag`` off and one thread, through the highspy bindings scipy ships
+(``scipy.optimize._highspy``; a private module: if a scipy release moves it, declare ``highspy``
+in pyproject.toml and import ``highspy._core`` instead).
 """
 from __future__ import annotations
 
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+
 import numpy as np
-from scipy.optimize import LinearConstraint, milp
-from scipy.sparse import csr_matrix, vstack
 
 from .configs import Configs
 
-__all__ = ["prior_weights", "gain", "solve_ilp", "DEFAULT_MIP_GAP"]
+# HiGHS' own Python bindings as scipy (>= 1.15, a declared dependency) ships them: the same API
+# as the ``highspy`` package (setSolution, options), without a new dependency
+from scipy.optimize._highspy import _core as _hc
+
+__all__ = ["prior_weights", "gain", "solve_ilp", "solve", "IlpOutcome", "DEFAULT_MIP_GAP"]
 
 #: relative MIP gap (algorithms.md §4.8: 0.01, following the paper's Fig.14)
 DEFAULT_MIP_GAP = 0.01
+_EPS = 1e-6
 
 
 def prior_weights(prior: np.ndarray, lam: float = 1.0) -> np.ndarray:
@@ -36,27 +65,165 @@ def gain(job: np.ndarray, thr: np.ndarray, n_jobs: int) -> np.ndarray:
     return np.where(pos, thr / low[job], 0.0)
 
 
-def solve_ilp(cfg: Configs, weight_gain: np.ndarray, n_jobs: int, capacity: np.ndarray,
-              mip_rel_gap: float = DEFAULT_MIP_GAP, time_limit_s: float | None = None) -> np.ndarray:
-    """Chosen config index per job (-1: none), maximizing ``sum weight_gain * X`` under the
-    one-config-per-job and per-server capacity constraints."""
+@dataclass
+class IlpOutcome:
+    """choice: config index per job (-1: none); how: "empty", "trivial" (every job's best config
+    fits), "lp" (relax-and-fix within the gap),
+    "ilp" (HiGHS within the gap), "limit" (a time/node limit stopped HiGHS: its best solution,
+    at least the incumbent) or "fallback" (HiGHS gave no solution: the incumbent);
+    bound: the LP bound; value: the objective of ``choice``."""
+
+    choice: np.ndarray
+    how: str
+    bound: float = 0.0
+    value: float = 0.0
+
+
+def _matrix(cfg: Configs, n_jobs: int):
+    """Column-wise constraint matrix: one-per-job rows, then one row per server."""
+    lens = np.diff(cfg.indptr)
+    start = np.concatenate([[0], np.cumsum(lens + 1)]).astype(np.int32)
+    idx = np.empty(start[-1], np.int32)
+    val = np.empty(start[-1])
+    head = np.zeros(start[-1], np.bool_)
+    head[start[:-1]] = True
+    idx[head], val[head] = cfg.job, 1.0
+    idx[~head], val[~head] = n_jobs + cfg.nodes, cfg.counts
+    return start, idx, val
+
+
+def _highs(cfg: Configs, w: np.ndarray, n_jobs: int, capacity: np.ndarray, integer: bool, opts: dict):
+    m = cfg.job.shape[0]
+    h = _hc._Highs()
+    for k, v in {"output_flag": False, "threads": 1, **opts}.items():
+        h.setOptionValue(k, v)
+    start, idx, val = _matrix(cfg, n_jobs)
+    rows = n_jobs + capacity.shape[0]
+    h.passModel(m, rows, idx.size, 1, -1, 0.0, np.asarray(w, float), np.zeros(m), np.ones(m),
+                np.full(rows, -np.inf), np.concatenate([np.ones(n_jobs), np.asarray(capacity, float)]),
+                start[:-1].copy(), idx, val, np.full(m, int(integer), np.int32))
+    return h
+
+
+@contextmanager
+def _quiet_stdout():
+    """HiGHS 1.12 prints a debug line from C++ (``transformNewIntegerFeasibleSolution``) even with
+    ``output_flag`` off: route file descriptor 1 to /dev/null while it runs."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):       # captured stdout: nothing to silence
+        yield
+        return
+    sys.stdout.flush()
+    saved, null = os.dup(fd), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved), os.close(null)
+
+
+def _run(h) -> tuple[np.ndarray | None, str]:
+    with _quiet_stdout():
+        h.run()
+    status = h.modelStatusToString(h.getModelStatus())
+    x = np.asarray(h.getSolution().col_value, float)
+    ok = h.getInfo().primal_solution_status == 2           # kSolutionStatusFeasible
+    return (x if ok and x.size else None), status
+
+
+def _subset(cfg: Configs, keep: np.ndarray) -> Configs:
+    k = np.flatnonzero(keep)
+    lens = np.diff(cfg.indptr)[k]
+    starts = np.concatenate([[0], np.cumsum(lens)])
+    flat = np.repeat(cfg.indptr[k], lens) + np.arange(starts[-1]) - np.repeat(starts[:-1], lens)
+    return Configs(cfg.job[k], starts, cfg.nodes[flat], cfg.counts[flat])
+
+
+def _fits(cfg: Configs, cap: np.ndarray) -> np.ndarray:
+    """bool per config: every server of it has room in ``cap``."""
+    short = (cap[cfg.nodes] < cfg.counts).astype(np.int64)
+    return np.add.reduceat(short, cfg.indptr[:-1]) == 0 if cfg.job.size else np.zeros(0, np.bool_)
+
+
+def _best_each(cfg: Configs, w: np.ndarray, n_jobs: int) -> np.ndarray:
+    """Per job its highest-weight config with a positive weight (-1: none; ties: the first)."""
+    order = np.lexsort((np.arange(w.size), -w))
+    order = order[w[order] > 0]
+    best = np.full(n_jobs, -1, np.int64)
+    first = np.unique(cfg.job[order], return_index=True)
+    best[first[0]] = order[first[1]]
+    return best
+
+
+def _fits_together(cfg: Configs, pick: np.ndarray, capacity: np.ndarray) -> bool:
+    use = np.zeros(len(capacity), np.int64)
+    sel = _subset(cfg, np.isin(np.arange(cfg.job.size), pick[pick >= 0]))
+    np.add.at(use, sel.nodes, sel.counts)
+    return bool((use <= np.asarray(capacity)).all())
+
+
+def _relax_and_fix(cfg, w, n_jobs, capacity, x_lp) -> np.ndarray:
+    """0/1 per config: the LP's integral columns, plus the exact ILP over the rest."""
+    x = (x_lp > 1 - _EPS).astype(float)
+    cap = np.asarray(capacity, np.int64).copy()
+    on = np.flatnonzero(x)
+    lens = np.diff(cfg.indptr)
+    flat = _subset(cfg, x > 0)
+    np.subtract.at(cap, flat.nodes, flat.counts)
+    done = np.zeros(n_jobs, np.bool_)
+    done[cfg.job[on]] = True
+    rest = ~done[cfg.job] & _fits(cfg, cap) & (lens > 0)
+    if rest.any():
+        sub = _subset(cfg, rest)
+        y, _ = _run(_highs(sub, w[rest], n_jobs, cap, True, {"mip_rel_gap": 0.0}))
+        if y is not None:
+            x[np.flatnonzero(rest)] = np.round(y)
+    return x
+
+
+def solve(cfg: Configs, weight_gain: np.ndarray, n_jobs: int, capacity: np.ndarray,
+          mip_rel_gap: float = DEFAULT_MIP_GAP, time_limit_s: float | None = None,
+          max_nodes: int | None = None) -> IlpOutcome:
+    """The ILP in the three steps of the module doc; see :class:`IlpOutcome`."""
     m = cfg.job.shape[0]
     choice = np.full(n_jobs, -1, np.int64)
     if m == 0:
-        return choice
-    lens = np.diff(cfg.indptr)
-    one = csr_matrix((np.ones(m), (cfg.job, np.arange(m))), shape=(n_jobs, m))
-    cons = csr_matrix((cfg.counts.astype(float), (cfg.nodes, np.repeat(np.arange(m), lens))),
-                      shape=(capacity.shape[0], m))
-    a = vstack([one, cons]).tocsr()
-    ub = np.concatenate([np.ones(n_jobs), np.asarray(capacity, float)])
-    opts = {"mip_rel_gap": float(mip_rel_gap), "disp": False}
-    if time_limit_s is not None:
-        opts["time_limit"] = float(time_limit_s)
-    res = milp(-np.asarray(weight_gain, float), constraints=LinearConstraint(a, -np.inf, ub),
-               integrality=np.ones(m), bounds=(0, 1), options=opts)
-    if res.x is None:
-        return choice
-    on = np.flatnonzero(res.x > 0.5)
+        return IlpOutcome(choice, "empty")
+    w = np.asarray(weight_gain, float)
+    best = _best_each(cfg, w, n_jobs)
+    if _fits_together(cfg, best, capacity):
+        on = best[best >= 0]
+        choice[cfg.job[on]] = on
+        return IlpOutcome(choice, "trivial", float(w[on].sum()), float(w[on].sum()))
+    x_lp, _ = _run(_highs(cfg, w, n_jobs, capacity, False, {}))
+    bound = float(w @ x_lp) if x_lp is not None else float(w.sum())
+    inc = _relax_and_fix(cfg, w, n_jobs, capacity, x_lp) if x_lp is not None else np.zeros(m)
+    how = "lp"
+    if w @ inc < (1 - mip_rel_gap) * bound - _EPS:
+        opts = {"mip_rel_gap": float(mip_rel_gap)}
+        if time_limit_s is not None:
+            opts["time_limit"] = float(time_limit_s)
+        if max_nodes is not None:
+            opts["mip_max_nodes"] = int(max_nodes)
+        h = _highs(cfg, w, n_jobs, capacity, True, opts)
+        sol = _hc.HighsSolution()
+        sol.col_value = inc.tolist()
+        h.setSolution(sol)
+        x, status = _run(h)
+        how = "ilp" if status == "Optimal" else "limit"
+        if x is None:
+            how = "fallback"
+        elif w @ np.round(x) >= w @ inc:
+            inc = np.round(x)
+    on = np.flatnonzero(inc > 0.5)
     choice[cfg.job[on]] = on
-    return choice
+    return IlpOutcome(choice, how, bound, float(w @ inc))
+
+
+def solve_ilp(cfg: Configs, weight_gain: np.ndarray, n_jobs: int, capacity: np.ndarray,
+              mip_rel_gap: float = DEFAULT_MIP_GAP, time_limit_s: float | None = None,
+              max_nodes: int | None = None) -> np.ndarray:
+    """Chosen config index per job (-1: none): :func:`solve`'s choice."""
+    return solve(cfg, weight_gain, n_jobs, capacity, mip_rel_gap, time_limit_s, max_nodes).choice

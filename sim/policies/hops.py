@@ -17,15 +17,17 @@ import numpy as np
 from ..errors import ConfigError
 from ..hops.configs import Configs, generate_configs, requirement_sets, sensitivity
 from ..hops.estimator import ThroughputEstimator
-from ..hops.ilp import DEFAULT_MIP_GAP, gain, prior_weights, solve_ilp
+from ..hops.ilp import DEFAULT_MIP_GAP, gain, prior_weights, solve
 from ..hops.priority import PRIORITIES, priority
 from ..hops.window import sensitivity_adjust, service_window
 from ..state import ARRIVAL, COMPLETION, ROUND, Plan, SchedState
 from . import register
 from .base import Policy
 
-#: why a job that waits was not placed (``Hops.waiting_reason``)
-NO_FIT = "no count of its requirement set fits any server type"
+#: why a job that waits was not placed (``Hops.waiting_reason``): for good ...
+NO_FIT = "no count of its requirement set fits the GPUs of any one server type"
+#: ... or at its last plan (cleared when it is placed)
+NO_CONFIG = "every configuration of its requirement set is infeasible or has zero estimated throughput"
 
 
 def _rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -50,7 +52,9 @@ class Hops(Policy):
     iterations per profiling run (30, within the paper's 10-50) and per running observation
     (20 [I]); keep_bonus: relative gain of a running job's current placement (0.05 [I]: avoids
     restarts between equal configurations); max_plans: ILPs per decision (4 [I]);
-    time_limit_s: HiGHS time limit per ILP (None).
+    time_limit_s: HiGHS wall-clock limit per ILP (None: no limit, deterministic); max_nodes:
+    HiGHS branch-and-bound node limit (None).  ``ilp_counts`` counts how each ILP ended
+    (:class:`sim.hops.ilp.IlpOutcome`: "lp", "ilp", "limit", "fallback").
     """
 
     name = "hops"
@@ -59,12 +63,15 @@ class Hops(Policy):
     triggers: ClassVar[int] = ARRIVAL | COMPLETION
     round_s: ClassVar[float | None] = 60.0
     preemptive = True
+    #: a configuration never mixes GPU types (§4.7): a job needs a count that fits one type
+    single_type_jobs: ClassVar[bool] = True
 
     def __init__(self, placement: str = "consolidated", round_s: float = 60.0, refresh_s: float = 30.0,
                  priority: str = "lr", lam: float = 1.0, sigma: float = 1.4,
                  mip_rel_gap: float = DEFAULT_MIP_GAP, r_num: int = 4, top_servers: int = 4,
                  dist_limit: int = 4, profile_iters: int = 30, observe_iters: int = 20,
-                 keep_bonus: float = 0.05, max_plans: int = 4, time_limit_s: float | None = None):
+                 keep_bonus: float = 0.05, max_plans: int = 4, time_limit_s: float | None = None,
+                 max_nodes: int | None = None):
         super().__init__(placement)
         if priority not in PRIORITIES:
             raise ConfigError(f"policy hops: unknown priority {priority!r} (known: {', '.join(PRIORITIES)})")
@@ -76,19 +83,22 @@ class Hops(Policy):
         self.r_num, self.top_servers, self.dist_limit = int(r_num), int(top_servers), int(dist_limit)
         self.profile_iters, self.observe_iters = int(profile_iters), int(observe_iters)
         self.keep_bonus, self.max_plans, self.time_limit_s = float(keep_bonus), int(max_plans), time_limit_s
+        self.max_nodes = max_nodes
         self._jobs = None
 
     def params(self) -> dict:
         return {**super().params(), **{k: getattr(self, k) for k in (
             "round_s", "refresh_s", "priority", "lam", "sigma", "mip_rel_gap", "r_num", "top_servers",
-            "dist_limit", "profile_iters", "observe_iters", "keep_bonus", "max_plans", "time_limit_s")}}
+            "dist_limit", "profile_iters", "observe_iters", "keep_bonus", "max_plans", "time_limit_s",
+            "max_nodes")}}
 
     # -- per-run state --------------------------------------------------------------------
     def _start(self, state: SchedState) -> None:
         jobs, c = state.jobs, state.cluster
         self._jobs, self._now = jobs, state.now
         self.reqs = requirement_sets(jobs.demand, jobs.gpus_min, jobs.gpus_max, jobs.gpus_allowed, self.r_num)
-        self.reqs = [r[r <= c.total_gpus] for r in self.reqs]
+        most = int(np.bincount(c.node_type, weights=c.node_gpus, minlength=c.n_types).max())
+        self.reqs = [r[r <= most] for r in self.reqs]            # configs never mix GPU types
         self.r_min = np.array([r[0] if r.size else 0 for r in self.reqs], np.int64)
         self.r_avg = np.array([r.mean() if r.size else 1.0 for r in self.reqs])
         models = jobs.model.astype(np.int64)
@@ -97,6 +107,7 @@ class Hops(Policy):
         self.est = ThroughputEstimator(len(jobs), c.node_type, c.n_types)
         self.last_full = -np.inf
         self.waiting_reason: dict[int, str] = {int(j): NO_FIT for j in np.flatnonzero(self.r_min == 0)}
+        self.ilp_counts: dict[str, int] = {}
 
     def schedule(self, state: SchedState) -> Plan:
         if self._jobs is not state.jobs or state.now < self._now:
@@ -116,7 +127,8 @@ class Hops(Policy):
         rows = self._plan(state, order, ok, prio, full, reserved)
         lens, flat = _rows(self._pool_indptr, rows)
         indptr = np.concatenate([[0], np.cumsum(lens)])
-        waiting = (rows < 0).any() or reserved.any()
+        # jobs that can never run (NO_FIT) do not keep the run awake
+        waiting = ((rows < 0) & (self.r_min[ids] > 0)).any() or reserved.any()
         return Plan(indptr, self._pool_nodes[flat].astype(np.int32), self._pool_counts[flat].astype(np.int32),
                     wakeup=self.last_full + self.round_s if waiting else None)
 
@@ -208,7 +220,19 @@ class Hops(Policy):
         w = prior_weights(prio[cand], self.lam)[cfg.job] * g
         keep = thr > 0
         cfg = Configs(cfg.job[keep], *self._subset(cfg, keep))
-        return cfg, solve_ilp(cfg, w[keep], cand.shape[0], cap, self.mip_rel_gap, self.time_limit_s)
+        out = solve(cfg, w[keep], cand.shape[0], cap, self.mip_rel_gap, self.time_limit_s, self.max_nodes)
+        self.ilp_counts[out.how] = self.ilp_counts.get(out.how, 0) + 1
+        has_cfg = np.bincount(cfg.job, minlength=cand.shape[0]) > 0
+        self._note_reasons(jobs, has_cfg | (not first), out.choice >= 0)
+        return cfg, out.choice
+
+    def _note_reasons(self, jobs: np.ndarray, has_cfg: np.ndarray, placed: np.ndarray) -> None:
+        """Record why candidates without any usable configuration on the whole cluster (a round's
+        first plan) wait; forget placed ones."""
+        for j in jobs[~has_cfg].tolist():
+            self.waiting_reason.setdefault(j, NO_CONFIG)
+        for j in jobs[placed].tolist():
+            self.waiting_reason.pop(j, None)
 
     @staticmethod
     def _subset(cfg: Configs, keep: np.ndarray):
