@@ -25,6 +25,9 @@ typedef struct {
     double work, est;
 } run_slot;
 
+/* A sorted run a[lo, hi) of running jobs; demand > 0 when they all hold that many GPUs. */
+typedef struct { const run_slot *a; int64_t lo, hi; int32_t demand; } run_seg;
+
 typedef struct {            /* rate cache entry */
     int32_t model, ngpu, n_nodes, used;
     int64_t mask;
@@ -50,9 +53,16 @@ struct sk_policy {
     /* queued jobs: one heap per distinct request */
     int32_t *bucket_demand;
     int64_t *heap, *heap_off, *heap_len;
-    /* running jobs, in the last decision's order (preemptive policies) */
+    /* running jobs, in the last decision's order (SRTF, Tiresias) */
     run_slot *slots, *slots_tmp;
     int64_t n_slots;
+    /* LAS: running jobs by request class b, in slice b of slots (the waiting heaps' slices):
+     * those past their lease sorted at its front, leased ones (ahead of every waiting job,
+     * in any order) at its back */
+    int64_t *cls_cap, *cls_sorted, *cls_leased;
+    run_slot *las_tmp;                  /* leases that ended at this decision */
+    run_seg *segs;                      /* contested running jobs, one sorted run per class */
+    int64_t *seg_cnt;                   /* 2 x classes: keep_in_bulk's counts */
     uint64_t *rkey, *rkey2;                 /* radix sort scratch */
     /* the pending plan: preempt[], then place[] with CSR entries, in decision order */
     int64_t *preempt, n_preempt, *place, n_place, *place_ptr, *place_pos;
@@ -311,6 +321,102 @@ static void compact_running(const sk_engine *e, struct sk_policy *p) {
     p->n_slots = m;
 }
 
+/* ---------------------------------------------------------------- LAS by class */
+
+/* Class b's slice of slots.  Within a class every job holds the same GPUs, so attained
+ * service grows at the same rate for all of them and their order hardly changes between
+ * decisions: re-sorting a class is a pass that moves nothing, where one list of all
+ * running jobs would be re-ordered at every round. */
+static run_slot *las_class(struct sk_policy *p, int32_t b) { return p->slots + p->heap_off[b]; }
+
+/* Job j, placed now, joins its class's leased jobs. */
+static int las_add(sk_engine *e, struct sk_policy *p, int64_t j) {
+    int32_t b = p->bucket[j];
+    if (p->cls_sorted[b] + p->cls_leased[b] >= p->cls_cap[b])
+        return ske_fail(e, SK_ESTATE, "native LAS: more running jobs of request %d than jobs",
+                        p->bucket_demand[b]);
+    p->cls_leased[b]++;
+    slot_fill(e, p, las_class(p, b) + p->cls_cap[b] - p->cls_leased[b], j);
+    return SK_OK;
+}
+
+/* Class b at time t: jobs that left (done, preempted) are dropped, leased jobs whose lease
+ * ended go to las_tmp (returns how many), the others stay at the slice's back. */
+static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int32_t b, double t) {
+    run_slot *a = las_class(p, b);
+    int64_t n = 0, cap = p->cls_cap[b], kept = 0, ended = 0;
+    for (int64_t i = 0; i < p->cls_sorted[b]; i++)
+        if (e->state[a[i].job] == SK_JOB_RUNNING) a[n++] = a[i];
+    p->cls_sorted[b] = n;
+    for (int64_t i = cap - 1; i >= cap - p->cls_leased[b]; i--) {   /* top down: writes stay above i */
+        if (e->state[a[i].job] != SK_JOB_RUNNING) continue;
+        if (t < a[i].begin + p->spec.lease_s) a[cap - 1 - kept++] = a[i];
+        else p->las_tmp[ended++] = a[i];
+    }
+    p->cls_leased[b] = kept;
+    return ended;
+}
+
+/* Merge the sorted m jobs of add into the sorted n jobs of a (room for n + m). */
+static void merge_into(run_slot *a, int64_t n, const run_slot *add, int64_t m) {
+    int64_t i = n - 1, k = n + m - 1;
+    for (int64_t q = m - 1; q >= 0; k--) a[k] = i >= 0 && slot_less(&add[q], &a[i]) ? a[i--] : add[q--];
+}
+
+/* Class b re-keyed at t and sorted by slot_less (leased jobs apart). */
+static void las_refresh(const sk_engine *e, struct sk_policy *p, int32_t b, double t) {
+    int64_t ended = las_drop_and_expire(e, p, b, t), n = p->cls_sorted[b];
+    run_slot *a = las_class(p, b);
+    for (int64_t i = 0; i < n; i++) key_slot(p, &a[i], t);
+    for (int64_t i = 0; i < ended; i++) key_slot(p, &p->las_tmp[i], t);
+    sort_slots(p, a, n);
+    sort_slots(p, p->las_tmp, ended);
+    merge_into(a, n, p->las_tmp, ended);
+    p->cls_sorted[b] = n + ended;
+}
+
+/* Waiting job j's key as a slot (slot_less(s, &w) is slot_before(s, j)). */
+static run_slot waiting_slot(const sk_engine *e, const struct sk_policy *p, int64_t j) {
+    run_slot w = {0};
+    w.ka = p->ka[j];
+    w.arrival = e->arrival[j];
+    w.job = j;
+    w.kq = p->kq[j];
+    w.kflag = p->kflag[j];
+    return w;
+}
+
+/* How many of the first n jobs of the sorted a come before x (galloping search: cheap
+ * when they are few). */
+static int64_t count_less(const run_slot *a, int64_t n, const run_slot *x) {
+    int64_t lo = 0, step = 1;
+    while (lo + step <= n && slot_less(&a[lo + step - 1], x)) { lo += step; step *= 2; }
+    int64_t hi = lo + step - 1 < n ? lo + step - 1 : n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (slot_less(&a[mid], x)) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+/* split_running for LAS: leased jobs and each class's jobs before the first waiting job
+ * are selected; the rest of each class is a sorted run of contested jobs (p->segs).
+ * *budget becomes the GPUs the selected ones leave; returns the number of runs. */
+static int32_t las_split(sk_engine *e, struct sk_policy *p, int64_t *budget) {
+    int32_t head_b = best_bucket(e, p, 0, 1);
+    run_slot head = head_b < 0 ? (run_slot){0} : waiting_slot(e, p, p->heap[p->heap_off[head_b]]);
+    int64_t used = 0;
+    for (int32_t b = 0; b < p->n_buckets; b++) {
+        las_refresh(e, p, b, e->now);
+        const run_slot *a = las_class(p, b);
+        int64_t n = p->cls_sorted[b], ahead = head_b < 0 ? n : count_less(a, n, &head);
+        used += (int64_t)p->bucket_demand[b] * (ahead + p->cls_leased[b]);
+        p->segs[b] = (run_seg){a, ahead, n, p->bucket_demand[b]};
+    }
+    *budget = e->total_gpus - used;
+    return p->n_buckets;
+}
+
 /* ---------------------------------------------------------------- Tiresias */
 
 
@@ -557,36 +663,107 @@ static int place_selected(sk_engine *e, struct sk_policy *p) {
     return SK_OK;
 }
 
-/* Selection (greedy_place's first loop) as a merge of the sorted contested running jobs
- * and the heads of the waiting heaps: a job is selected when its request fits in what is
- * left.  The best eligible heap is recomputed only when its head leaves or it no longer
- * fits (a smaller budget only removes heaps). */
-static void select_jobs(sk_engine *e, struct sk_policy *p, const run_slot *run, int64_t n_run,
+/* The run whose head comes first (slot_less), or -1 when all are used up. */
+static int32_t first_run(const run_seg *seg, int32_t n_seg) {
+    int32_t best = -1;
+    for (int32_t k = 0; k < n_seg; k++)
+        if (seg[k].lo < seg[k].hi &&
+            (best < 0 || slot_less(&seg[k].a[seg[k].lo], &seg[best].a[seg[best].lo])))
+            best = k;
+    return best;
+}
+
+/* GPUs of the jobs before x (all of them if x is NULL) in runs of one demand each: cnt[k]
+ * of run k, searched among its first cnt[k] (in: an upper bound). */
+static int64_t demand_before(const run_seg *seg, int32_t n_seg, const run_slot *x, int64_t *cnt) {
+    int64_t total = 0;
+    for (int32_t k = 0; k < n_seg; k++) {
+        if (x && cnt[k] > 0) cnt[k] = count_less(seg[k].a + seg[k].lo, cnt[k], x);
+        total += (int64_t)seg[k].demand * cnt[k];
+    }
+    return total;
+}
+
+/* select_jobs' walk over running jobs, in bulk: the running jobs that come before x (the
+ * head of the best eligible waiting heap; NULL: none) are each kept as long as room (the
+ * GPUs they may take without changing which heap is eligible, or ending the walk) lasts.
+ * Takes the longest prefix, in merged order, whose GPUs fit in room, by halving on the run
+ * with the most candidates; stops when one candidate is left (the walk decides it).
+ * Returns the GPUs taken.  Runs of one demand only (seg[k].demand > 0). */
+static int64_t keep_in_bulk(run_seg *seg, int32_t n_seg, const run_slot *x, int64_t room,
+                            int64_t *cnt, int64_t *part) {
+    int64_t taken = 0;
+    for (int32_t k = 0; k < n_seg; k++) cnt[k] = seg[k].hi - seg[k].lo;
+    int64_t need = demand_before(seg, n_seg, x, cnt);
+    for (;;) {
+        if (need <= room - taken) {
+            for (int32_t k = 0; k < n_seg; k++) seg[k].lo += cnt[k];
+            return taken + need;
+        }
+        int32_t big = 0;
+        for (int32_t k = 1; k < n_seg; k++) if (cnt[k] > cnt[big]) big = k;
+        if (cnt[big] <= 1) return taken;
+        run_slot pivot = seg[big].a[seg[big].lo + cnt[big] / 2];
+        memcpy(part, cnt, (size_t)n_seg * sizeof *cnt);
+        int64_t sum = demand_before(seg, n_seg, &pivot, part);
+        if (sum <= room - taken) {          /* all before the pivot are kept */
+            for (int32_t k = 0; k < n_seg; k++) { seg[k].lo += part[k]; cnt[k] -= part[k]; }
+            taken += sum;
+            need -= sum;
+        } else {                            /* the cut comes before the pivot */
+            memcpy(cnt, part, (size_t)n_seg * sizeof *cnt);
+            need = sum;
+        }
+    }
+}
+
+/* Selection (greedy_place's first loop) as a merge of the contested running jobs (sorted
+ * runs, merged in slot_less order) and the heads of the waiting heaps: a job is selected
+ * when its request fits in what is left.  The best eligible heap is recomputed only when
+ * its head leaves or it no longer fits (a smaller budget only removes heaps). */
+static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t n_seg,
                         int64_t budget) {
-    int blocking = p->spec.blocking;
-    int64_t ri = 0;
+    int blocking = p->spec.blocking, bulk = !blocking && seg[0].demand > 0;
+    int32_t r = first_run(seg, n_seg);
     int32_t b = best_bucket(e, p, budget, blocking);
     for (;;) {
         if (budget <= 0 && !blocking) break;
-        if (b >= 0 && !blocking && p->bucket_demand[b] > budget) b = best_bucket(e, p, budget, 0);
-        if (ri == n_run && b < 0) break;
-        int take_run = ri < n_run && (b < 0 || slot_before(e, p, &run[ri], p->heap[p->heap_off[b]]));
-        int64_t j = take_run ? run[ri].job : p->heap[p->heap_off[b]];
+        if (b >= 0 && !blocking && p->bucket_demand[b] > budget) {
+            b = best_bucket(e, p, budget, 0);
+            bulk = seg[0].demand > 0;
+        }
+        if (r >= 0 && bulk) {                  /* once per eligible heap head */
+            run_slot x = b >= 0 ? waiting_slot(e, p, p->heap[p->heap_off[b]]) : (run_slot){0};
+            budget -= keep_in_bulk(seg, n_seg, b >= 0 ? &x : NULL,
+                                   b >= 0 ? budget - p->bucket_demand[b] : budget, p->seg_cnt,
+                                   p->seg_cnt + n_seg);
+            r = first_run(seg, n_seg);
+            bulk = 0;
+            continue;
+        }
+        if (r < 0 && b < 0) break;
+        const run_slot *s = r >= 0 ? &seg[r].a[seg[r].lo] : NULL;
+        int take_run = s && (b < 0 || slot_before(e, p, s, p->heap[p->heap_off[b]]));
+        int64_t j = take_run ? s->job : p->heap[p->heap_off[b]];
         if (e->demand[j] > budget) {
             if (blocking) break;
             p->preempt[p->n_preempt++] = j;      /* a running job that no longer fits */
-            ri++;
+            seg[r].lo++;
+            r = first_run(seg, n_seg);
             continue;
         }
         budget -= e->demand[j];
         if (take_run) {
-            ri++;
+            seg[r].lo++;
+            r = first_run(seg, n_seg);
         } else {
             plan_add_place(p, heap_take(e, p, b));
             b = best_bucket(e, p, budget, blocking);
+            bulk = seg[0].demand > 0;
         }
     }
-    for (; ri < n_run; ri++) p->preempt[p->n_preempt++] = run[ri].job;
+    for (int32_t k = 0; k < n_seg; k++)
+        for (int64_t i = seg[k].lo; i < seg[k].hi; i++) p->preempt[p->n_preempt++] = seg[k].a[i].job;
 }
 
 /* Running jobs that come before every waiting job are selected whatever their order
@@ -614,8 +791,12 @@ static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *b
 /* The full decision: Policy.schedule for the built-in rigid policies. */
 static int decide(sk_engine *e, struct sk_policy *p) {
     plan_reset(p);
-    int64_t n_cont = 0, budget = e->total_gpus - e->used_gpus;
-    if (p->spec.preemptive) {
+    int64_t budget = e->total_gpus - e->used_gpus;
+    int32_t n_seg = 1;
+    p->segs[0] = (run_seg){p->slots, 0, 0, 0};
+    if (p->spec.kind == SK_POL_LAS) {
+        n_seg = las_split(e, p, &budget);
+    } else if (p->spec.preemptive) {
         if (p->slots_stale || e->n_done != p->done_seen) {
             compact_running(e, p);
             p->slots_stale = 0;
@@ -623,10 +804,11 @@ static int decide(sk_engine *e, struct sk_policy *p) {
         }
         if (p->spec.kind == SK_POL_TIRESIAS) tiresias_update(e, p);
         else for (int64_t i = 0; i < p->n_slots; i++) key_slot(p, &p->slots[i], e->now);
-        n_cont = split_running(e, p, &budget);
+        int64_t n_cont = split_running(e, p, &budget);
         sort_slots(p, p->slots + p->n_slots - n_cont, n_cont);
+        p->segs[0] = (run_seg){p->slots, p->n_slots - n_cont, p->n_slots, 0};
     }
-    select_jobs(e, p, p->slots + p->n_slots - n_cont, n_cont, budget);
+    select_jobs(e, p, p->segs, n_seg, budget);
     return place_selected(e, p);
 }
 
@@ -756,6 +938,7 @@ static int apply_plan(sk_engine *e, struct sk_policy *p) {
 
 /* Finish the pending plan: rates, apply, bookkeeping.  *wake: a timer was set. */
 static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
+    *wake = 0;
     int rc = resolve_rates(e, p);
     if (rc != SK_OK) return rc;
     rc = apply_plan(e, p);
@@ -765,12 +948,15 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
         key_waiting(e, p, p->preempt[k]);
         heap_add(e, p, p->preempt[k]);
     }
-    if (p->spec.preemptive)
+    for (int64_t k = 0; k < p->n_place && p->spec.kind == SK_POL_LAS; k++) {
+        rc = las_add(e, p, p->place[k]);
+        if (rc < 0) return rc;
+    }
+    if (p->spec.preemptive && p->spec.kind != SK_POL_LAS)
         for (int64_t k = 0; k < p->n_place; k++) slot_fill(e, p, &p->slots[p->n_slots++], p->place[k]);
     p->ctr.placements += p->n_place;
     p->ctr.preemptions += p->n_preempt;
     p->pending = 0;
-    *wake = 0;
     if (p->pending_full && p->spec.kind == SK_POL_TIRESIAS) {
         double t = tiresias_wakeup(e, p);
         if (!isnan(t) && t > e->now) {
@@ -897,6 +1083,7 @@ void skn_free(struct sk_policy *p) {
     free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->sum_nn); free(p->sum_mask);
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
     free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
+    free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->las_tmp); free(p->segs); free(p->seg_cnt);
     free(p);
 }
 
@@ -944,7 +1131,8 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->sum_mask, nj) && NEW(p->sum_slot, nj) && NEW(p->sum_speed, nj) &&
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
-             NEW(p->completed, nj);
+             NEW(p->completed, nj) && NEW(p->cls_cap, nb) && NEW(p->cls_sorted, nb) &&
+             NEW(p->cls_leased, nb) && NEW(p->las_tmp, nj) && NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb);
     return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
 }
 
@@ -966,6 +1154,7 @@ static void fill_inputs(sk_engine *e, struct sk_policy *p, const sk_native_input
         p->heap_len[p->bucket[j]]++;
     }
     for (int32_t b = 1; b < p->n_buckets; b++) p->heap_off[b] = p->heap_off[b - 1] + p->heap_len[b - 1];
+    for (int32_t b = 0; b < p->n_buckets; b++) p->cls_cap[b] = p->heap_len[b];
     for (int32_t b = 0; b < p->n_buckets; b++) p->heap_len[b] = 0;
     for (int32_t n = 0; n < e->n_nodes; n++)
         p->hist[(int64_t)p->node_type[n] * p->fgd_width + e->node_cap[n] - e->node_used[n]]++;
