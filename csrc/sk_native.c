@@ -26,7 +26,11 @@ typedef struct {
 } run_slot;
 
 /* A sorted run a[lo, hi) of running jobs; demand > 0 when they all hold that many GPUs. */
-typedef struct { const run_slot *a; int64_t lo, hi; int32_t demand; } run_seg;
+typedef struct {
+    const run_slot *a;
+    int64_t lo, hi, cut;        /* cut: where preemptions start (select_jobs) */
+    int32_t demand;
+} run_seg;
 
 typedef struct {            /* rate cache entry */
     int32_t model, ngpu, n_nodes, used;
@@ -59,7 +63,7 @@ struct sk_policy {
     /* LAS: running jobs by request class b, in slice b of slots (the waiting heaps' slices):
      * those past their lease sorted at its front, leased ones (ahead of every waiting job,
      * in any order) at its back */
-    int64_t *cls_cap, *cls_sorted, *cls_leased;
+    int64_t *cls_cap, *cls_sorted, *cls_leased, *cls_done;   /* cls_done: completions since the last look */
     run_slot *las_tmp;                  /* leases that ended at this decision */
     run_seg *segs;                      /* contested running jobs, one sorted run per class */
     int64_t *seg_cnt;                   /* 2 x classes: keep_in_bulk's counts */
@@ -225,6 +229,10 @@ static int32_t best_bucket(const sk_engine *e, const struct sk_policy *p, int64_
     return best;
 }
 
+void skn_on_complete(sk_engine *e, int64_t j) {
+    e->pol->cls_done[e->pol->bucket[j]]++;
+}
+
 void skn_on_arrival(sk_engine *e, int64_t j) {
     struct sk_policy *p = e->pol;
     if (p->spec.kind == SK_POL_TIRESIAS) {      /* a new job enters Q0 at its arrival */
@@ -340,20 +348,24 @@ static int las_add(sk_engine *e, struct sk_policy *p, int64_t j) {
     return SK_OK;
 }
 
-/* Class b at time t: jobs that left (done, preempted) are dropped, leased jobs whose lease
- * ended go to las_tmp (returns how many), the others stay at the slice's back. */
+/* Class b at time t: jobs that finished are dropped (preempted ones were cut off when they
+ * were preempted), leased jobs whose lease ended go to las_tmp (returns how many), the
+ * others stay at the slice's back. */
 static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int32_t b, double t) {
     run_slot *a = las_class(p, b);
     int64_t n = 0, cap = p->cls_cap[b], kept = 0, ended = 0;
-    for (int64_t i = 0; i < p->cls_sorted[b]; i++)
-        if (e->state[a[i].job] == SK_JOB_RUNNING) a[n++] = a[i];
-    p->cls_sorted[b] = n;
+    if (p->cls_done[b]) {
+        for (int64_t i = 0; i < p->cls_sorted[b]; i++)
+            if (e->state[a[i].job] == SK_JOB_RUNNING) a[n++] = a[i];
+        p->cls_sorted[b] = n;
+    }
     for (int64_t i = cap - 1; i >= cap - p->cls_leased[b]; i--) {   /* top down: writes stay above i */
-        if (e->state[a[i].job] != SK_JOB_RUNNING) continue;
+        if (p->cls_done[b] && e->state[a[i].job] != SK_JOB_RUNNING) continue;
         if (t < a[i].begin + p->spec.lease_s) a[cap - 1 - kept++] = a[i];
         else p->las_tmp[ended++] = a[i];
     }
     p->cls_leased[b] = kept;
+    p->cls_done[b] = 0;
     return ended;
 }
 
@@ -367,8 +379,8 @@ static void merge_into(run_slot *a, int64_t n, const run_slot *add, int64_t m) {
 static void las_refresh(const sk_engine *e, struct sk_policy *p, int32_t b, double t) {
     int64_t ended = las_drop_and_expire(e, p, b, t), n = p->cls_sorted[b];
     run_slot *a = las_class(p, b);
-    for (int64_t i = 0; i < n; i++) key_slot(p, &a[i], t);
-    for (int64_t i = 0; i < ended; i++) key_slot(p, &p->las_tmp[i], t);
+    for (int64_t i = 0; i < n; i++) a[i].ka = a[i].gs + (double)a[i].ngpu * (t - a[i].last);  /* key_slot, */
+    for (int64_t i = 0; i < ended; i++) key_slot(p, &p->las_tmp[i], t);         /* past the lease */
     sort_slots(p, a, n);
     sort_slots(p, p->las_tmp, ended);
     merge_into(a, n, p->las_tmp, ended);
@@ -411,7 +423,7 @@ static int32_t las_split(sk_engine *e, struct sk_policy *p, int64_t *budget) {
         const run_slot *a = las_class(p, b);
         int64_t n = p->cls_sorted[b], ahead = head_b < 0 ? n : count_less(a, n, &head);
         used += (int64_t)p->bucket_demand[b] * (ahead + p->cls_leased[b]);
-        p->segs[b] = (run_seg){a, ahead, n, p->bucket_demand[b]};
+        p->segs[b] = (run_seg){a, ahead, n, n, p->bucket_demand[b]};
     }
     *budget = e->total_gpus - used;
     return p->n_buckets;
@@ -748,6 +760,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
         if (e->demand[j] > budget) {
             if (blocking) break;
             p->preempt[p->n_preempt++] = j;      /* a running job that no longer fits */
+            if (seg[r].cut == seg[r].hi) seg[r].cut = seg[r].lo;
             seg[r].lo++;
             r = first_run(seg, n_seg);
             continue;
@@ -762,8 +775,10 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
             bulk = seg[0].demand > 0;
         }
     }
-    for (int32_t k = 0; k < n_seg; k++)
+    for (int32_t k = 0; k < n_seg; k++) {
         for (int64_t i = seg[k].lo; i < seg[k].hi; i++) p->preempt[p->n_preempt++] = seg[k].a[i].job;
+        if (seg[k].cut > seg[k].lo) seg[k].cut = seg[k].lo;
+    }
 }
 
 /* Running jobs that come before every waiting job are selected whatever their order
@@ -793,7 +808,7 @@ static int decide(sk_engine *e, struct sk_policy *p) {
     plan_reset(p);
     int64_t budget = e->total_gpus - e->used_gpus;
     int32_t n_seg = 1;
-    p->segs[0] = (run_seg){p->slots, 0, 0, 0};
+    p->segs[0] = (run_seg){p->slots, 0, 0, 0, 0};
     if (p->spec.kind == SK_POL_LAS) {
         n_seg = las_split(e, p, &budget);
     } else if (p->spec.preemptive) {
@@ -806,9 +821,11 @@ static int decide(sk_engine *e, struct sk_policy *p) {
         else for (int64_t i = 0; i < p->n_slots; i++) key_slot(p, &p->slots[i], e->now);
         int64_t n_cont = split_running(e, p, &budget);
         sort_slots(p, p->slots + p->n_slots - n_cont, n_cont);
-        p->segs[0] = (run_seg){p->slots, p->n_slots - n_cont, p->n_slots, 0};
+        p->segs[0] = (run_seg){p->slots, p->n_slots - n_cont, p->n_slots, p->n_slots, 0};
     }
     select_jobs(e, p, p->segs, n_seg, budget);
+    if (p->spec.kind == SK_POL_LAS)       /* one demand per class: its preempted jobs are its tail */
+        for (int32_t b = 0; b < n_seg; b++) p->cls_sorted[b] = p->segs[b].cut;
     return place_selected(e, p);
 }
 
@@ -1083,7 +1100,7 @@ void skn_free(struct sk_policy *p) {
     free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->sum_nn); free(p->sum_mask);
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
     free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
-    free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->las_tmp); free(p->segs); free(p->seg_cnt);
+    free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->las_tmp); free(p->segs); free(p->seg_cnt);
     free(p);
 }
 
@@ -1132,7 +1149,7 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
              NEW(p->completed, nj) && NEW(p->cls_cap, nb) && NEW(p->cls_sorted, nb) &&
-             NEW(p->cls_leased, nb) && NEW(p->las_tmp, nj) && NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb);
+             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->las_tmp, nj) && NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb);
     return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
 }
 
