@@ -32,6 +32,10 @@ typedef struct {
     int32_t demand;
 } run_seg;
 
+/* A waiting job with its key (kq, kflag, ka, arrival, job), kept in the heap entry so that
+ * heap operations read contiguous memory. */
+typedef struct { double ka, arrival; int64_t job; int32_t kq; int8_t kflag; } wait_key;
+
 typedef struct {            /* rate cache entry */
     int32_t model, ngpu, n_nodes, used;
     int64_t mask;
@@ -56,7 +60,8 @@ struct sk_policy {
     crossing *dem;
     /* queued jobs: one heap per distinct request */
     int32_t *bucket_demand;
-    int64_t *heap, *heap_off, *heap_len;
+    wait_key *heap;
+    int64_t *heap_off, *heap_len;
     /* running jobs, in the last decision's order (SRTF, Tiresias) */
     run_slot *slots, *slots_tmp;
     int64_t n_slots;
@@ -105,12 +110,12 @@ struct sk_policy {
 
 /* ---------------------------------------------------------------- keys */
 
-static int key_less(const sk_engine *e, const struct sk_policy *p, int64_t a, int64_t b) {
-    if (p->kq[a] != p->kq[b]) return p->kq[a] < p->kq[b];
-    if (p->kflag[a] != p->kflag[b]) return p->kflag[a] < p->kflag[b];
-    if (p->ka[a] != p->ka[b]) return p->ka[a] < p->ka[b];
-    if (e->arrival[a] != e->arrival[b]) return e->arrival[a] < e->arrival[b];
-    return a < b;
+static int key_less(const wait_key *a, const wait_key *b) {
+    if (a->kq != b->kq) return a->kq < b->kq;
+    if (a->kflag != b->kflag) return a->kflag < b->kflag;
+    if (a->ka != b->ka) return a->ka < b->ka;
+    if (a->arrival != b->arrival) return a->arrival < b->arrival;
+    return a->job < b->job;
 }
 
 /* SRTF's key: remaining time on the reference GPU x GPUs (queue.SRTF.order). */
@@ -161,13 +166,13 @@ static int slot_less(const run_slot *a, const run_slot *b) {
     return a->job < b->job;
 }
 
-/* Does running slot s come before waiting job j? */
-static int slot_before(const sk_engine *e, const struct sk_policy *p, const run_slot *s, int64_t j) {
-    if (s->kq != p->kq[j]) return s->kq < p->kq[j];
-    if (s->kflag != p->kflag[j]) return s->kflag < p->kflag[j];
-    if (s->ka != p->ka[j]) return s->ka < p->ka[j];
-    if (s->arrival != e->arrival[j]) return s->arrival < e->arrival[j];
-    return s->job < j;
+/* Does running slot s come before waiting job w? */
+static int slot_before(const run_slot *s, const wait_key *w) {
+    if (s->kq != w->kq) return s->kq < w->kq;
+    if (s->kflag != w->kflag) return s->kflag < w->kflag;
+    if (s->ka != w->ka) return s->ka < w->ka;
+    if (s->arrival != w->arrival) return s->arrival < w->arrival;
+    return s->job < w->job;
 }
 
 /* A slot for job j, placed now (after the kernel applied the placement). */
@@ -192,25 +197,25 @@ static void slot_fill(const sk_engine *e, const struct sk_policy *p, run_slot *s
 
 static void heap_add(const sk_engine *e, struct sk_policy *p, int64_t j) {
     int32_t b = p->bucket[j];
-    int64_t *h = p->heap + p->heap_off[b];
+    wait_key *h = p->heap + p->heap_off[b], w = {p->ka[j], e->arrival[j], j, p->kq[j], p->kflag[j]};
     int64_t i = p->heap_len[b]++;
     while (i > 0) {
         int64_t up = (i - 1) / 2;
-        if (!key_less(e, p, j, h[up])) break;
+        if (!key_less(&w, &h[up])) break;
         h[i] = h[up];
         i = up;
     }
-    h[i] = j;
+    h[i] = w;
 }
 
 static int64_t heap_take(const sk_engine *e, struct sk_policy *p, int32_t b) {
-    int64_t *h = p->heap + p->heap_off[b];
-    int64_t top = h[0], last = h[--p->heap_len[b]], n = p->heap_len[b], i = 0;
+    wait_key *h = p->heap + p->heap_off[b], last = h[--p->heap_len[b]];
+    int64_t top = h[0].job, n = p->heap_len[b], i = 0;
     for (;;) {
         int64_t c = 2 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && key_less(e, p, h[c + 1], h[c])) c++;
-        if (!key_less(e, p, h[c], last)) break;
+        if (c + 1 < n && key_less(&h[c + 1], &h[c])) c++;
+        if (!key_less(&h[c], &last)) break;
         h[i] = h[c];
         i = c;
     }
@@ -224,7 +229,7 @@ static int32_t best_bucket(const sk_engine *e, const struct sk_policy *p, int64_
     int32_t best = -1;
     for (int32_t b = 0; b < p->n_buckets; b++) {
         if (p->heap_len[b] == 0 || (!any_size && p->bucket_demand[b] > budget)) continue;
-        if (best < 0 || key_less(e, p, p->heap[p->heap_off[b]], p->heap[p->heap_off[best]])) best = b;
+        if (best < 0 || key_less(&p->heap[p->heap_off[b]], &p->heap[p->heap_off[best]])) best = b;
     }
     return best;
 }
@@ -379,23 +384,30 @@ static void merge_into(run_slot *a, int64_t n, const run_slot *add, int64_t m) {
 static void las_refresh(const sk_engine *e, struct sk_policy *p, int32_t b, double t) {
     int64_t ended = las_drop_and_expire(e, p, b, t), n = p->cls_sorted[b];
     run_slot *a = las_class(p, b);
-    for (int64_t i = 0; i < n; i++) a[i].ka = a[i].gs + (double)a[i].ngpu * (t - a[i].last);  /* key_slot, */
-    for (int64_t i = 0; i < ended; i++) key_slot(p, &p->las_tmp[i], t);         /* past the lease */
-    sort_slots(p, a, n);
+    int in_order = 1;                   /* key_slot past the lease; their order rarely changes */
+    for (int64_t i = 0; i < n; i++) {
+        a[i].ka = a[i].gs + (double)a[i].ngpu * (t - a[i].last);
+        if (i > 0 && in_order && !(a[i - 1].ka < a[i].ka)) in_order = !slot_less(&a[i], &a[i - 1]);
+    }
+    if (!in_order) sort_slots(p, a, n);
+    for (int64_t i = 0; i < ended; i++) key_slot(p, &p->las_tmp[i], t);
     sort_slots(p, p->las_tmp, ended);
     merge_into(a, n, p->las_tmp, ended);
     p->cls_sorted[b] = n + ended;
 }
 
-/* Waiting job j's key as a slot (slot_less(s, &w) is slot_before(s, j)). */
-static run_slot waiting_slot(const sk_engine *e, const struct sk_policy *p, int64_t j) {
-    run_slot w = {0};
-    w.ka = p->ka[j];
-    w.arrival = e->arrival[j];
-    w.job = j;
-    w.kq = p->kq[j];
-    w.kflag = p->kflag[j];
-    return w;
+/* The head of waiting heap b. */
+static const wait_key *heap_head(const struct sk_policy *p, int32_t b) { return &p->heap[p->heap_off[b]]; }
+
+/* A waiting job's key as a slot (slot_less(s, &x) is slot_before(s, w)). */
+static run_slot waiting_slot(const wait_key *w) {
+    run_slot x = {0};
+    x.ka = w->ka;
+    x.arrival = w->arrival;
+    x.job = w->job;
+    x.kq = w->kq;
+    x.kflag = w->kflag;
+    return x;
 }
 
 /* How many of the first n jobs of the sorted a come before x (galloping search: cheap
@@ -416,7 +428,7 @@ static int64_t count_less(const run_slot *a, int64_t n, const run_slot *x) {
  * *budget becomes the GPUs the selected ones leave; returns the number of runs. */
 static int32_t las_split(sk_engine *e, struct sk_policy *p, int64_t *budget) {
     int32_t head_b = best_bucket(e, p, 0, 1);
-    run_slot head = head_b < 0 ? (run_slot){0} : waiting_slot(e, p, p->heap[p->heap_off[head_b]]);
+    run_slot head = head_b < 0 ? (run_slot){0} : waiting_slot(heap_head(p, head_b));
     int64_t used = 0;
     for (int32_t b = 0; b < p->n_buckets; b++) {
         las_refresh(e, p, b, e->now);
@@ -745,7 +757,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
             bulk = seg[0].demand > 0;
         }
         if (r >= 0 && bulk) {                  /* once per eligible heap head */
-            run_slot x = b >= 0 ? waiting_slot(e, p, p->heap[p->heap_off[b]]) : (run_slot){0};
+            run_slot x = b >= 0 ? waiting_slot(heap_head(p, b)) : (run_slot){0};
             budget -= keep_in_bulk(seg, n_seg, b >= 0 ? &x : NULL,
                                    b >= 0 ? budget - p->bucket_demand[b] : budget, p->seg_cnt,
                                    p->seg_cnt + n_seg);
@@ -755,8 +767,8 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
         }
         if (r < 0 && b < 0) break;
         const run_slot *s = r >= 0 ? &seg[r].a[seg[r].lo] : NULL;
-        int take_run = s && (b < 0 || slot_before(e, p, s, p->heap[p->heap_off[b]]));
-        int64_t j = take_run ? s->job : p->heap[p->heap_off[b]];
+        int take_run = s && (b < 0 || slot_before(s, heap_head(p, b)));
+        int64_t j = take_run ? s->job : heap_head(p, b)->job;
         if (e->demand[j] > budget) {
             if (blocking) break;
             p->preempt[p->n_preempt++] = j;      /* a running job that no longer fits */
@@ -787,11 +799,12 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
  * contested; *budget becomes the GPUs the ahead jobs leave. */
 static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *budget) {
     int32_t b = best_bucket(e, p, 0, 1);
-    int64_t head = b < 0 ? -1 : p->heap[p->heap_off[b]], n_ahead = 0, n_cont = 0, used = 0;
+    const wait_key *head = b < 0 ? NULL : heap_head(p, b);
+    int64_t n_ahead = 0, n_cont = 0, used = 0;
     run_slot *cont = p->slots_tmp;
     for (int64_t i = 0; i < p->n_slots; i++) {
         const run_slot *s = &p->slots[i];
-        if (head < 0 || slot_before(e, p, s, head)) {
+        if (!head || slot_before(s, head)) {
             used += s->demand;
             p->slots[n_ahead++] = *s;
         } else {
