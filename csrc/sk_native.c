@@ -708,12 +708,13 @@ static int64_t demand_before(const run_seg *seg, int32_t n_seg, const run_slot *
     return total;
 }
 
-/* select_jobs' walk over running jobs, in bulk: the running jobs that come before x (the
- * head of the best eligible waiting heap; NULL: none) are each kept as long as room (the
- * GPUs they may take without changing which heap is eligible, or ending the walk) lasts.
- * Takes the longest prefix, in merged order, whose GPUs fit in room, by halving on the run
- * with the most candidates; stops when one candidate is left (the walk decides it).
- * Returns the GPUs taken.  Runs of one demand only (seg[k].demand > 0). */
+/* select_jobs' walk over running jobs, in bulk.  The running jobs that come before x (the
+ * head of the best eligible waiting heap; NULL: none) are all walked before any waiting job:
+ * a heap that becomes the best eligible one as the budget shrinks has its head after x (it
+ * was eligible, and behind x, before).  So the longest prefix of them, in merged order, whose
+ * GPUs fit in room (the budget) is kept, whatever its order inside.  Found by halving on the
+ * run with the most candidates; stops when at most one per run is left (the walk decides
+ * those).  Returns the GPUs taken.  Runs of one demand only (seg[k].demand > 0). */
 static int64_t keep_in_bulk(run_seg *seg, int32_t n_seg, const run_slot *x, int64_t room,
                             int64_t *cnt, int64_t *part) {
     int64_t taken = 0;
@@ -758,9 +759,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
         }
         if (r >= 0 && bulk) {                  /* once per eligible heap head */
             run_slot x = b >= 0 ? waiting_slot(heap_head(p, b)) : (run_slot){0};
-            budget -= keep_in_bulk(seg, n_seg, b >= 0 ? &x : NULL,
-                                   b >= 0 ? budget - p->bucket_demand[b] : budget, p->seg_cnt,
-                                   p->seg_cnt + n_seg);
+            budget -= keep_in_bulk(seg, n_seg, b >= 0 ? &x : NULL, budget, p->seg_cnt, p->seg_cnt + n_seg);
             r = first_run(seg, n_seg);
             bulk = 0;
             continue;

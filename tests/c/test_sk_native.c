@@ -1,7 +1,8 @@
 /* C-level tests of the native policies (csrc/sk_native.c), run under AddressSanitizer/UBSan
  * by tests/c/run_sanitizers.sh: every policy over a contended random workload (the rate
- * protocol, records that fill up, preemptions and Tiresias wakeups), a hand-worked FIFO
- * case, and the error paths. */
+ * protocol, records that fill up, preemptions and Tiresias wakeups), LAS under heavy
+ * contention (request classes, leases ending between rounds, ties), a hand-worked FIFO case,
+ * and the error paths. */
 #include "sk_native.h"
 
 #include <math.h>
@@ -119,6 +120,49 @@ static void test_every_policy_finishes(void) {
     }
 }
 
+/* Run one engine to the end; its per-job results into res (40 jobs) and its counters. */
+static void run_to_results(sk_engine *e, sk_results *res, sk_native_counters *c) {
+    records r;
+    records_init(&r);
+    CHECK(run_all(e, &r) > 0);
+    CHECK(sk_engine_results(e, res) == SK_OK);         /* GPU-time adds up, nothing held */
+    CHECK(sk_native_counters_get(e, c) == SK_OK);
+}
+
+/* LAS with bursts of identical arrivals (ties), four request classes, 10 s rounds under a
+ * 60 s lease (leases end between rounds) and more work than GPUs: the class runs, their
+ * merge, the bulk keeps and the cut of preempted tails.  Every job finishes, jobs are
+ * preempted, and a second run gives the same results bit for bit. */
+static void test_las_contended(void) {
+    double arrival[40], work[40];
+    int32_t demand[40], sizes[4] = {1, 2, 4, 8};
+    unsigned seed = 11;
+    double t = 0.0;
+    for (int j = 0; j < 40; j++) {
+        seed = seed * 1103515245u + 12345u;
+        t += (seed >> 8) % 3 == 0 ? 0.0 : (double)((seed >> 10) % 7);
+        arrival[j] = t;
+        demand[j] = sizes[(seed >> 4) % 4];
+        work[j] = j % 5 == 0 ? 200.0 : 50.0 + (double)((seed >> 12) % 2000);
+    }
+    double fs[2][40], fin[2][40], gs[2][40], rs[2][40];
+    int64_t restarts[2][40];
+    int32_t st[2][40];
+    sk_native_counters c[2];
+    for (int k = 0; k < 2; k++) {
+        sk_engine *e = engine_with(SK_POL_LAS, 0, 40, arrival, work, demand, 10.0);
+        sk_results res = {fs[k], fin[k], gs[k], rs[k], restarts[k], st[k]};
+        run_to_results(e, &res, &c[k]);
+        sk_engine_free(e);
+    }
+    CHECK(c[0].preemptions > 0 && c[0].preemptions == c[1].preemptions);
+    CHECK(c[0].decisions == c[1].decisions);
+    for (int j = 0; j < 40; j++) {
+        CHECK(st[0][j] == SK_JOB_DONE && fin[0][j] >= arrival[j]);
+        CHECK(fin[0][j] == fin[1][j] && gs[0][j] == gs[1][j] && restarts[0][j] == restarts[1][j]);
+    }
+}
+
 static void test_fifo_by_hand(void) {
     /* node sizes 4, 4, 2; jobs of 8 (t=0), 4 (t=1), 2 (t=2): FIFO blocks job 1 behind job 0 */
     double arrival[3] = {0.0, 1.0, 2.0}, work[3] = {80.0, 40.0, 10.0};
@@ -176,6 +220,7 @@ static void test_errors(void) {
 
 int main(void) {
     test_every_policy_finishes();
+    test_las_contended();
     test_fifo_by_hand();
     test_errors();
     if (failures) {
