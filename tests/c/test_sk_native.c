@@ -87,18 +87,27 @@ static sk_engine *engine_with(int32_t kind, int32_t spread, int64_t n, const dou
     return e;
 }
 
-static void test_every_policy_finishes(void) {
-    double arrival[40], work[40];
-    int32_t demand[40], sizes[4] = {1, 2, 4, 8};
-    unsigned seed = 7;
+/* 40 random jobs of 1, 2, 4 or 8 GPUs.  bursty: a third arrive with the job before them
+ * (ties), every fifth has the same work, the others up to 2,050 s; else gaps of up to 19 s
+ * and work of 10-509 s. */
+static void random_jobs(unsigned seed, int bursty, double *arrival, double *work, int32_t *demand) {
+    const int32_t sizes[4] = {1, 2, 4, 8};
     double t = 0.0;
     for (int j = 0; j < 40; j++) {
         seed = seed * 1103515245u + 12345u;
-        t += (double)((seed >> 8) % 20);
+        if (bursty) t += (seed >> 8) % 3 == 0 ? 0.0 : (double)((seed >> 10) % 7);
+        else t += (double)((seed >> 8) % 20);
         arrival[j] = t;
         demand[j] = sizes[(seed >> 4) % 4];
-        work[j] = 10.0 + (double)((seed >> 12) % 500);
+        if (bursty) work[j] = j % 5 == 0 ? 200.0 : 50.0 + (double)((seed >> 12) % 2000);
+        else work[j] = 10.0 + (double)((seed >> 12) % 500);
     }
+}
+
+static void test_every_policy_finishes(void) {
+    double arrival[40], work[40];
+    int32_t demand[40];
+    random_jobs(7, 0, arrival, work, demand);
     for (int32_t kind = SK_POL_FIFO; kind <= SK_POL_TIRESIAS; kind++) {
         for (int32_t spread = 0; spread < 2; spread++) {
             sk_engine *e = engine_with(kind, spread, 40, arrival, work, demand, kind == SK_POL_LAS ? 60.0 : 0.0);
@@ -135,16 +144,8 @@ static void run_to_results(sk_engine *e, sk_results *res, sk_native_counters *c)
  * preempted, and a second run gives the same results bit for bit. */
 static void test_las_contended(void) {
     double arrival[40], work[40];
-    int32_t demand[40], sizes[4] = {1, 2, 4, 8};
-    unsigned seed = 11;
-    double t = 0.0;
-    for (int j = 0; j < 40; j++) {
-        seed = seed * 1103515245u + 12345u;
-        t += (seed >> 8) % 3 == 0 ? 0.0 : (double)((seed >> 10) % 7);
-        arrival[j] = t;
-        demand[j] = sizes[(seed >> 4) % 4];
-        work[j] = j % 5 == 0 ? 200.0 : 50.0 + (double)((seed >> 12) % 2000);
-    }
+    int32_t demand[40];
+    random_jobs(11, 1, arrival, work, demand);
     double fs[2][40], fin[2][40], gs[2][40], rs[2][40];
     int64_t restarts[2][40];
     int32_t st[2][40];
