@@ -689,6 +689,7 @@ static int place_selected(sk_engine *e, struct sk_policy *p) {
 
 /* The run whose head comes first (slot_less), or -1 when all are used up. */
 static int32_t first_run(const run_seg *seg, int32_t n_seg) {
+    if (n_seg == 1) return seg[0].lo < seg[0].hi ? 0 : -1;
     int32_t best = -1;
     for (int32_t k = 0; k < n_seg; k++)
         if (seg[k].lo < seg[k].hi &&
