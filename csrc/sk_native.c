@@ -769,7 +769,8 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
         const run_slot *s = r >= 0 ? &seg[r].a[seg[r].lo] : NULL;
         int take_run = s && (b < 0 || slot_before(s, heap_head(p, b)));
         int64_t j = take_run ? s->job : heap_head(p, b)->job;
-        if (e->demand[j] > budget) {
+        int64_t demand = take_run ? s->demand : e->demand[j];     /* the slot's copy: no lookup */
+        if (demand > budget) {
             if (blocking) break;
             p->preempt[p->n_preempt++] = j;      /* a running job that no longer fits */
             if (seg[r].cut == seg[r].hi) seg[r].cut = seg[r].lo;
@@ -777,7 +778,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
             r = first_run(seg, n_seg);
             continue;
         }
-        budget -= e->demand[j];
+        budget -= demand;
         if (take_run) {
             seg[r].lo++;
             r = first_run(seg, n_seg);
