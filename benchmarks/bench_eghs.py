@@ -45,7 +45,8 @@ def build_state(n_nodes: int = 1024, n_jobs: int = 2000, n_states: int = 8, vari
     want = demand.copy()
     empty = (np.zeros(n_jobs + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
     indptr, nodes, counts = greedy_place(order.astype(np.int64), want, *empty, cluster.node_gpus,
-                                         cluster.node_type, 1, 0, True, False)
+                                         cluster.node_type, 1, 0, True, False,
+                                         np.ones(n_jobs, np.int64), np.zeros((n_jobs, 1)))
     lens = np.diff(indptr)
     ngpu = np.bincount(np.repeat(np.arange(n_jobs), lens), weights=counts, minlength=n_jobs).astype(np.int32)
     half = ngpu.cumsum() > cluster.total_gpus // 2

@@ -2,27 +2,39 @@
 
 * ``GavelTrace``: a whole run of a ``gavel-*`` policy (or ``themis``) on 500 Gavel-generated
   jobs (3 jobs/h, seed 0, Gavel's multi-GPU mix) on ``gavel-108``; Gavel's own simulator takes
-  about 9-10 CPU-s on a trace like it (scalability/gavel_speed.py), the issue's yardstick
-  15-80 CPU-s.
+  about 9-30 CPU-s on a trace like it (scalability/gavel_speed.py, scalability/results/
+  gavel_speed/), the issue's yardstick 15-80 CPU-s.
+* ``GavelLargeTrace``: ``gavel-max-min-fairness-perf`` on 4,740 generated jobs at 28 jobs/h on
+  1,024 one-GPU servers (344:340:340), Gavel's simulator setting for its 4,740-job trace
+  (about 100 CPU-s in Gavel's simulator; the issue's 204).  One run per measurement.
 * ``GavelLP``: one heterogeneity-aware max-min LP with 2,000 active jobs on 1,024 8-GPU
-  servers (issue 11 target: <= 1 s).
+  servers (issue 11 target: <= 1 s), and a whole finish-time-fairness bisection on it.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from sim.cluster import cluster_from_groups
 from sim.engine import EngineConfig, simulate
 from sim.policies import get_policy
-from sim.policies.gavel_lp import AllocationLP, proportional_allocation
+from sim.policies.gavel_lp import (AllocationLP, finish_time_fair_allocation, isolated_allocation,
+                                   proportional_allocation)
 from sim.presets import load_cluster
 from sim.throughput import default_oracle
 from sim.workload import generate_workload
 
 
+def _warm_up(cluster, policy, oracle, config):
+    """Imports done and Numba kernels compiled before timing."""
+    warm = generate_workload(10, 3.0, 1, throughput=oracle)
+    simulate(cluster, warm, get_policy(policy), oracle, config)
+
+
 class GavelTrace:
     timeout = 600
-    params = [["gavel-max-min-fairness-perf", "gavel-finish-time-fairness-perf", "gavel-fifo-perf",
-               "themis"]]
+    params = [["gavel-max-min-fairness-perf", "gavel-max-min-fairness",
+               "gavel-finish-time-fairness-perf", "gavel-min-total-duration-perf",
+               "gavel-fifo-perf", "themis"]]
     param_names = ["policy"]
 
     def setup(self, policy):
@@ -30,11 +42,31 @@ class GavelTrace:
         self.cluster = load_cluster("gavel-108")
         self.jobs = generate_workload(500, 3.0, 0, throughput=self.oracle, runnable_only=False)
         self.config = EngineConfig(restart_delay_s=0.0)
-        warm = generate_workload(10, 3.0, 1, throughput=self.oracle)
-        simulate(self.cluster, warm, get_policy(policy), self.oracle, self.config)
+        _warm_up(self.cluster, policy, self.oracle, self.config)
 
     def time_run(self, policy):
         simulate(self.cluster, self.jobs, get_policy(policy), self.oracle, self.config)
+
+
+class GavelLargeTrace:
+    timeout = 900
+    number = 1
+    repeat = 1
+    rounds = 1
+    warmup_time = 0.0
+
+    def setup(self):
+        self.oracle = default_oracle()
+        self.cluster = cluster_from_groups("gavel-1024-1gpu", [
+            {"count": n, "gpus": 1, "type": t, "name_prefix": f"{t}-"}
+            for n, t in ((344, "v100"), (340, "p100"), (340, "k80"))])
+        self.jobs = generate_workload(4740, 28.0, 0, throughput=self.oracle, runnable_only=False)
+        self.config = EngineConfig(restart_delay_s=0.0)
+        _warm_up(self.cluster, "gavel-max-min-fairness-perf", self.oracle, self.config)
+
+    def time_max_min_fairness_perf(self):
+        simulate(self.cluster, self.jobs, get_policy("gavel-max-min-fairness-perf"), self.oracle,
+                 self.config)
 
 
 class GavelLP:
@@ -45,9 +77,19 @@ class GavelLP:
         n = 2000
         self.capacity = np.full(3, 1024 * 8 // 3, float)
         self.scale = rng.choice([1, 2, 4, 8], size=n, p=[0.7, 0.1, 0.15, 0.05]).astype(float)
-        thr = rng.uniform(0.5, 4.0, (n, 3)) * np.array([3.0, 2.0, 1.0])
-        prop = np.sum(thr * proportional_allocation(n, self.capacity), axis=1)
-        self.a = thr * (self.scale / prop)[:, None]
+        self.thr = rng.uniform(0.5, 4.0, (n, 3)) * np.array([3.0, 2.0, 1.0])
+        prop = np.sum(self.thr * proportional_allocation(n, self.capacity), axis=1)
+        self.a = self.thr * (self.scale / prop)[:, None]
+        # finish-time fairness: time since arrival, remaining work, and the isolated finish
+        # time as the policy computes it (past isolated time + remaining at the isolated rate)
+        self.since = rng.uniform(0.0, 3600.0, n)
+        self.remaining = rng.uniform(1e3, 1e6, n)
+        iso = np.sum(self.thr * isolated_allocation(self.scale, self.capacity), axis=1)
+        self.isolated = 0.5 * self.since + self.remaining / iso
 
     def time_max_min_2000_jobs(self):
         AllocationLP(self.scale, self.capacity).max_min(self.a)
+
+    def time_finish_time_fairness_2000_jobs(self):
+        finish_time_fair_allocation(AllocationLP(self.scale, self.capacity), self.thr, self.since,
+                                    self.remaining, self.isolated, 1e-4)

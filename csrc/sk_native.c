@@ -21,6 +21,7 @@ typedef struct {
     int64_t job;
     int32_t kq, demand, ngpu;
     int8_t kflag;
+    int8_t type;                        /* its GPU type (native placements have one) */
     double gs, rem, last, begin, rate;  /* ske_live's inputs */
     double work, est;
 } run_slot;
@@ -100,6 +101,19 @@ struct sk_policy {
     int64_t *hist;
     double *fgd_w;
     int32_t fgd_width;
+    /* GPU types (sim/placement.py): rates, allowed masks, choice rule, per-type GPU counts */
+    double *trate;                      /* [n_jobs][n_types] */
+    int64_t *bucket_mask;               /* allowed types of each bucket's jobs */
+    int32_t *place_type;                /* the type each place[] entry takes */
+    int64_t *moved, n_moved;            /* running jobs the plan moves to another type */
+    int8_t *moving;                     /* per job: in moved[] */
+    int64_t *seg_pos, *seg_node;        /* node <-> max-tree leaf, leaves grouped by type */
+    int64_t type_lo[64], type_hi[64];   /* each type's leaves */
+    double type_first[64];              /* first-fit key: the type's first node */
+    int64_t tcap[64], tused[64];        /* GPUs per type, and in use now */
+    int64_t tbudget[64], tfree[64];     /* during a selection: budget, free after new placements */
+    int32_t type_choice;
+    uint64_t type_seed;
     /* per-job results and counters */
     int64_t *used_types;
     sk_native_counters ctr;
@@ -190,6 +204,7 @@ static void slot_fill(const sk_engine *e, const struct sk_policy *p, run_slot *s
     s->est = p->est[j];
     s->kq = p->spec.kind == SK_POL_TIRESIAS ? p->queue[j] : 0;
     s->kflag = 0;
+    s->type = (int8_t)p->node_type[e->pl[j][0]];
     s->ka = p->spec.kind == SK_POL_TIRESIAS ? p->entered[j] : 0.0;
 }
 
@@ -223,13 +238,23 @@ static int64_t heap_take(const sk_engine *e, struct sk_policy *p, int32_t b) {
     return top;
 }
 
-/* The bucket whose head comes first among those with a request <= budget (all if
- * any_size), or -1. */
-static int32_t best_bucket(const sk_engine *e, const struct sk_policy *p, int64_t budget, int any_size) {
+/* The head of waiting heap b. */
+static const wait_key *heap_head(const struct sk_policy *p, int32_t b) { return &p->heap[p->heap_off[b]]; }
+
+/* Does bucket b's request fit the budget of one of its allowed types? */
+static int bucket_fits(const struct sk_policy *p, int32_t b) {
+    for (int32_t t = 0; t < p->n_types; t++)
+        if ((p->bucket_mask[b] >> t) & 1 && p->tbudget[t] >= p->bucket_demand[b]) return 1;
+    return 0;
+}
+
+/* The bucket whose head comes first among those that fit (bucket_fits; all if any_size),
+ * or -1. */
+static int32_t best_bucket(const struct sk_policy *p, int any_size) {
     int32_t best = -1;
     for (int32_t b = 0; b < p->n_buckets; b++) {
-        if (p->heap_len[b] == 0 || (!any_size && p->bucket_demand[b] > budget)) continue;
-        if (best < 0 || key_less(&p->heap[p->heap_off[b]], &p->heap[p->heap_off[best]])) best = b;
+        if (p->heap_len[b] == 0 || (!any_size && !bucket_fits(p, b))) continue;
+        if (best < 0 || key_less(heap_head(p, b), heap_head(p, best))) best = b;
     }
     return best;
 }
@@ -396,9 +421,6 @@ static void las_refresh(const sk_engine *e, struct sk_policy *p, int32_t b, doub
     p->cls_sorted[b] = n + ended;
 }
 
-/* The head of waiting heap b. */
-static const wait_key *heap_head(const struct sk_policy *p, int32_t b) { return &p->heap[p->heap_off[b]]; }
-
 /* A waiting job's key as a slot (slot_less(s, &x) is slot_before(s, w)). */
 static run_slot waiting_slot(const wait_key *w) {
     run_slot x = {0};
@@ -427,7 +449,7 @@ static int64_t count_less(const run_slot *a, int64_t n, const run_slot *x) {
  * are selected; the rest of each class is a sorted run of contested jobs (p->segs).
  * *budget becomes the GPUs the selected ones leave; returns the number of runs. */
 static int32_t las_split(sk_engine *e, struct sk_policy *p, int64_t *budget) {
-    int32_t head_b = best_bucket(e, p, 0, 1);
+    int32_t head_b = best_bucket(p, 1);
     run_slot head = head_b < 0 ? (run_slot){0} : waiting_slot(heap_head(p, head_b));
     int64_t used = 0;
     for (int32_t b = 0; b < p->n_buckets; b++) {
@@ -435,8 +457,14 @@ static int32_t las_split(sk_engine *e, struct sk_policy *p, int64_t *budget) {
         const run_slot *a = las_class(p, b);
         int64_t n = p->cls_sorted[b], ahead = head_b < 0 ? n : count_less(a, n, &head);
         used += (int64_t)p->bucket_demand[b] * (ahead + p->cls_leased[b]);
+        if (p->n_types > 1) {           /* each kept job charges its own type */
+            for (int64_t i = 0; i < ahead; i++) p->tbudget[a[i].type] -= a[i].demand;
+            for (int64_t i = p->cls_cap[b] - p->cls_leased[b]; i < p->cls_cap[b]; i++)
+                p->tbudget[a[i].type] -= a[i].demand;
+        }
         p->segs[b] = (run_seg){a, ahead, n, n, p->bucket_demand[b]};
     }
+    if (p->n_types == 1) p->tbudget[0] -= used;
     *budget = e->total_gpus - used;
     return p->n_buckets;
 }
@@ -557,29 +585,37 @@ static void sort_entries(int32_t *nodes, int32_t *counts, int64_t m) {
 
 static void seg_build(const sk_engine *e, struct sk_policy *p) {
     int64_t size = p->seg_size;
-    for (int64_t i = 0; i < size; i++) p->seg[size + i] = i < e->n_nodes ? p->free[i] : -1;
+    for (int64_t i = 0; i < size; i++) p->seg[size + i] = i < e->n_nodes ? p->free[p->seg_node[i]] : -1;
     for (int64_t i = size - 1; i > 0; i--)
         p->seg[i] = p->seg[2 * i] > p->seg[2 * i + 1] ? p->seg[2 * i] : p->seg[2 * i + 1];
 }
 
 static void seg_set(struct sk_policy *p, int64_t node, int32_t value) {
-    int64_t i = p->seg_size + node;
+    int64_t i = p->seg_size + p->seg_pos[node];
     p->seg[i] = value;
     for (i /= 2; i > 0; i /= 2)
         p->seg[i] = p->seg[2 * i] > p->seg[2 * i + 1] ? p->seg[2 * i] : p->seg[2 * i + 1];
 }
 
-/* The lowest node with at least want free GPUs, or -1. */
-static int64_t seg_first_fit(const struct sk_policy *p, int32_t want) {
-    if (p->seg[1] < want) return -1;
-    int64_t i = 1;
-    while (i < p->seg_size) i = p->seg[2 * i] >= want ? 2 * i : 2 * i + 1;
-    return i - p->seg_size;
+/* The first leaf in [lo, hi) of the subtree i (covering [a, b)) with at least want, or -1. */
+static int64_t seg_find(const struct sk_policy *p, int64_t i, int64_t a, int64_t b, int64_t lo,
+                        int64_t hi, int32_t want) {
+    if (b <= lo || hi <= a || p->seg[i] < want) return -1;
+    if (i >= p->seg_size) return i - p->seg_size;
+    int64_t mid = a + (b - a) / 2, r = seg_find(p, 2 * i, a, mid, lo, hi, want);
+    return r >= 0 ? r : seg_find(p, 2 * i + 1, mid, b, lo, hi, want);
 }
 
-static int64_t place_spread(const sk_engine *e, struct sk_policy *p, int32_t *free, int32_t want,
-                            int32_t *nodes, int32_t *counts) {
-    int64_t m = nodes_by_free(e, p, free, -1), out = 0;
+/* The lowest node of type t with at least want free GPUs, or -1 (its leaves are the
+ * contiguous range type_lo..type_hi, in node order). */
+static int64_t seg_first_fit(const struct sk_policy *p, int32_t t, int32_t want) {
+    int64_t leaf = seg_find(p, 1, 0, p->seg_size, p->type_lo[t], p->type_hi[t], want);
+    return leaf < 0 ? -1 : p->seg_node[leaf];
+}
+
+static int64_t place_spread(const sk_engine *e, struct sk_policy *p, int32_t *free, int32_t t,
+                            int32_t want, int32_t *nodes, int32_t *counts) {
+    int64_t m = nodes_by_free(e, p, free, t), out = 0;
     int32_t need = want;
     while (need > 0) {
         for (int64_t k = 0; k < m && need > 0; k++) {
@@ -602,8 +638,8 @@ static int64_t place_spread(const sk_engine *e, struct sk_policy *p, int32_t *fr
 }
 
 static int64_t place_consolidated(const sk_engine *e, struct sk_policy *p, int32_t *free,
-                                  int32_t want, int32_t *nodes, int32_t *counts) {
-    int64_t first = seg_first_fit(p, want);              /* single node, first fit */
+                                  int32_t t, int32_t want, int32_t *nodes, int32_t *counts) {
+    int64_t first = seg_first_fit(p, t, want);          /* single node of the type, first fit */
     if (first >= 0) {
         free[first] -= want;
         seg_set(p, first, free[first]);
@@ -611,12 +647,7 @@ static int64_t place_consolidated(const sk_engine *e, struct sk_policy *p, int32
         counts[0] = want;
         return 1;
     }
-    int64_t type_free[64] = {0};
-    for (int32_t i = 0; i < e->n_nodes; i++) type_free[p->node_type[i]] += free[i];
-    int32_t best = -1;
-    for (int32_t t = 0; t < p->n_types; t++)
-        if (type_free[t] >= want && (best < 0 || type_free[t] > type_free[best])) best = t;
-    int64_t m = nodes_by_free(e, p, free, best), out = 0;
+    int64_t m = nodes_by_free(e, p, free, t), out = 0;  /* the fewest nodes of the type */
     int32_t need = want;
     for (int64_t k = 0; k < m && need > 0; k++) {
         int64_t i = p->node_keys[k];
@@ -635,25 +666,76 @@ static int64_t place_consolidated(const sk_engine *e, struct sk_policy *p, int32
     return out;
 }
 
-/* placement.place_one: want GPUs from free (updated); returns the entries (0: no room). */
+/* placement.place_in_type: want GPUs of type t from free (updated); returns the entries
+ * (0: no room; the selection charged the type, so there is room). */
 static int64_t place_one(const sk_engine *e, struct sk_policy *p, int32_t *free, int64_t *free_total,
-                         int32_t want, int32_t *nodes, int32_t *counts) {
-    if (want <= 0 || *free_total < want) return 0;
+                         int32_t t, int32_t want, int32_t *nodes, int32_t *counts) {
+    if (want <= 0 || *free_total < want || t < 0) return 0;
     *free_total -= want;
-    return p->spec.spread ? place_spread(e, p, free, want, nodes, counts)
-                          : place_consolidated(e, p, free, want, nodes, counts);
+    return p->spec.spread ? place_spread(e, p, free, t, want, nodes, counts)
+                          : place_consolidated(e, p, free, t, want, nodes, counts);
 }
+
+/* ---- the type a job takes (placement.choose_type, keys of placement.type_keys) */
+
+static uint64_t mix64(uint64_t x) {             /* splitmix64 (placement._splitmix64) */
+    uint64_t z = x + 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static double type_key(const struct sk_policy *p, int64_t j, int32_t t, double now) {
+    if (p->type_choice == SK_TYPE_FASTEST) return -p->trate[j * p->n_types + t];
+    if (p->type_choice == SK_TYPE_FIRST_FIT) return p->type_first[t];
+    uint64_t bits;
+    memcpy(&bits, &now, sizeof bits);
+    uint64_t h = mix64(mix64(mix64(mix64(p->type_seed) ^ (uint64_t)j) ^ bits) ^ (uint64_t)t);
+    return (double)(h >> 11);
+}
+
+/* Among job j's allowed types, one whose free GPUs hold want (tier 0), else one whose
+ * budget does (tier 1): the smallest key in the best tier, ties the lowest type; -1 if none. */
+static int32_t pick_type(const sk_engine *e, const struct sk_policy *p, int64_t j, int32_t want) {
+    int64_t mask = p->bucket_mask[p->bucket[j]];
+    int32_t best = -1, best_tier = 2;
+    double best_key = 0.0;
+    for (int32_t t = 0; t < p->n_types; t++) {
+        if (!((mask >> t) & 1)) continue;
+        int32_t tier = p->tfree[t] >= want ? 0 : p->tbudget[t] >= want ? 1 : 2;
+        if (tier == 2) continue;
+        double k = type_key(p, j, t, e->now);
+        if (best < 0 || tier < best_tier || (tier == best_tier && k < best_key)) {
+            best = t;
+            best_tier = tier;
+            best_key = k;
+        }
+    }
+    return best;
+}
+
+/* Budgets of a selection: every GPU of each type (preemptive) or the free ones. */
+static void type_budgets(struct sk_policy *p, int preemptive) {
+    for (int32_t t = 0; t < p->n_types; t++) {
+        p->tfree[t] = p->tcap[t] - p->tused[t];
+        p->tbudget[t] = preemptive ? p->tcap[t] : p->tfree[t];
+    }
+}
+
+
 
 /* ---------------------------------------------------------------- deciding */
 
 static void plan_reset(struct sk_policy *p) {
     p->n_preempt = 0;
+    p->n_moved = 0;
     p->n_place = 0;
     p->place_ptr[0] = 0;
 }
 
-static void plan_add_place(struct sk_policy *p, int64_t j) {
+static void plan_add_place(struct sk_policy *p, int64_t j, int32_t t) {
     p->place_pos[j] = p->n_place;
+    p->place_type[p->n_place] = t;
     p->place[p->n_place++] = j;
 }
 
@@ -661,8 +743,8 @@ static void plan_add_place(struct sk_policy *p, int64_t j) {
 static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
     int64_t total = 0;
     for (int32_t n = 0; n < e->n_nodes; n++) p->free[n] = e->node_cap[n] - e->node_used[n];
-    for (int64_t k = 0; k < p->n_preempt; k++) {
-        int64_t j = p->preempt[k];
+    for (int64_t k = 0; k < p->n_preempt + p->n_moved; k++) {
+        int64_t j = k < p->n_preempt ? p->preempt[k] : p->moved[k - p->n_preempt];
         for (int32_t q = 0; q < e->pl_len[j]; q++) p->free[e->pl[j][2 * q]] += e->pl[j][2 * q + 1];
     }
     for (int32_t n = 0; n < e->n_nodes; n++) total += p->free[n];
@@ -676,8 +758,8 @@ static int place_selected(sk_engine *e, struct sk_policy *p) {
     int64_t free_total = free_after_preemptions(e, p), o = 0;
     for (int64_t k = 0; k < p->n_place; k++) {
         int64_t j = p->place[k];
-        int64_t m = place_one(e, p, p->free, &free_total, e->demand[j], p->place_nodes + o,
-                              p->place_counts + o);
+        int64_t m = place_one(e, p, p->free, &free_total, p->place_type[k], e->demand[j],
+                              p->place_nodes + o, p->place_counts + o);
         if (m == 0)
             return ske_fail(e, SK_ESTATE, "native policy: selected job %lld does not fit",
                             (long long)j);
@@ -685,6 +767,14 @@ static int place_selected(sk_engine *e, struct sk_policy *p) {
         p->place_ptr[k + 1] = o;
     }
     return SK_OK;
+}
+
+/* May select_jobs keep running jobs in bulk (keep_in_bulk)?  Its prefix argument counts
+ * one budget: valid for LAS's runs of one demand each when the cluster has one GPU type
+ * (its budget is the whole budget, every job may use it, and a running job that does not
+ * fit it cannot move).  With several types a job's own type's budget decides, job by job. */
+static int bulk_ok(const struct sk_policy *p) {
+    return !p->spec.blocking && p->segs[0].demand > 0 && p->n_types == 1;
 }
 
 /* The run whose head comes first (slot_less), or -1 when all are used up. */
@@ -696,6 +786,14 @@ static int32_t first_run(const run_seg *seg, int32_t n_seg) {
             (best < 0 || slot_less(&seg[k].a[seg[k].lo], &seg[best].a[seg[best].lo])))
             best = k;
     return best;
+}
+
+/* Run r's head leaves it (preempted: the run's cut starts there if it has none yet);
+ * returns the run whose head comes first now. */
+static int32_t run_pop(run_seg *seg, int32_t n_seg, int32_t r, int preempted) {
+    if (preempted && seg[r].cut == seg[r].hi) seg[r].cut = seg[r].lo;
+    seg[r].lo++;
+    return first_run(seg, n_seg);
 }
 
 /* GPUs of the jobs before x (all of them if x is NULL) in runs of one demand each: cnt[k]
@@ -749,18 +847,20 @@ static int64_t keep_in_bulk(run_seg *seg, int32_t n_seg, const run_slot *x, int6
  * its head leaves or it no longer fits (a smaller budget only removes heaps). */
 static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t n_seg,
                         int64_t budget) {
-    int blocking = p->spec.blocking, bulk = !blocking && seg[0].demand > 0;
+    int blocking = p->spec.blocking, bulk = bulk_ok(p);
     int32_t r = first_run(seg, n_seg);
-    int32_t b = best_bucket(e, p, budget, blocking);
+    int32_t b = best_bucket(p, blocking);
     for (;;) {
         if (budget <= 0 && !blocking) break;
-        if (b >= 0 && !blocking && p->bucket_demand[b] > budget) {
-            b = best_bucket(e, p, budget, 0);
-            bulk = seg[0].demand > 0;
+        if (b >= 0 && !blocking && !bucket_fits(p, b)) {
+            b = best_bucket(p, 0);
+            bulk = bulk_ok(p);
         }
         if (r >= 0 && bulk) {                  /* once per eligible heap head */
             run_slot x = b >= 0 ? waiting_slot(heap_head(p, b)) : (run_slot){0};
-            budget -= keep_in_bulk(seg, n_seg, b >= 0 ? &x : NULL, budget, p->seg_cnt, p->seg_cnt + n_seg);
+            int64_t kept = keep_in_bulk(seg, n_seg, b >= 0 ? &x : NULL, budget, p->seg_cnt, p->seg_cnt + n_seg);
+            budget -= kept;
+            p->tbudget[0] -= kept;             /* bulk_ok: one type, the budget's */
             r = first_run(seg, n_seg);
             bulk = 0;
             continue;
@@ -769,23 +869,31 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
         const run_slot *s = r >= 0 ? &seg[r].a[seg[r].lo] : NULL;
         int take_run = s && (b < 0 || slot_before(s, heap_head(p, b)));
         int64_t j = take_run ? s->job : heap_head(p, b)->job;
-        int64_t demand = take_run ? s->demand : e->demand[j];     /* the slot's copy: no lookup */
-        if (demand > budget) {
+        int32_t demand = take_run ? s->demand : e->demand[j];     /* the slot's copy: no lookup */
+        int32_t t = take_run ? s->type : -1;                      /* a running job keeps its type, */
+        int move = take_run && demand > p->tbudget[t];
+        if (!take_run || move) t = pick_type(e, p, j, demand);   /* or moves */
+        if (t < 0) {
             if (blocking) break;
             p->preempt[p->n_preempt++] = j;      /* a running job that no longer fits */
-            if (seg[r].cut == seg[r].hi) seg[r].cut = seg[r].lo;
-            seg[r].lo++;
-            r = first_run(seg, n_seg);
+            r = run_pop(seg, n_seg, r, 1);
             continue;
         }
         budget -= demand;
+        p->tbudget[t] -= demand;
         if (take_run) {
-            seg[r].lo++;
-            r = first_run(seg, n_seg);
+            if (move) {                          /* its old GPUs are freed, it is placed anew */
+                p->tfree[t] -= demand;
+                p->moved[p->n_moved++] = j;
+                p->moving[j] = 1;
+                plan_add_place(p, j, t);
+            }
+            r = run_pop(seg, n_seg, r, 0);
         } else {
-            plan_add_place(p, heap_take(e, p, b));
-            b = best_bucket(e, p, budget, blocking);
-            bulk = seg[0].demand > 0;
+            p->tfree[t] -= demand;
+            plan_add_place(p, heap_take(e, p, b), t);
+            b = best_bucket(p, blocking);
+            bulk = bulk_ok(p);
         }
     }
     for (int32_t k = 0; k < n_seg; k++) {
@@ -799,7 +907,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
  * the others ("contested", in their last order) to its end.  Returns how many are
  * contested; *budget becomes the GPUs the ahead jobs leave. */
 static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *budget) {
-    int32_t b = best_bucket(e, p, 0, 1);
+    int32_t b = best_bucket(p, 1);
     const wait_key *head = b < 0 ? NULL : heap_head(p, b);
     int64_t n_ahead = 0, n_cont = 0, used = 0;
     run_slot *cont = p->slots_tmp;
@@ -807,6 +915,7 @@ static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *b
         const run_slot *s = &p->slots[i];
         if (!head || slot_before(s, head)) {
             used += s->demand;
+            p->tbudget[s->type] -= s->demand;
             p->slots[n_ahead++] = *s;
         } else {
             cont[n_cont++] = *s;
@@ -822,6 +931,7 @@ static int decide(sk_engine *e, struct sk_policy *p) {
     plan_reset(p);
     int64_t budget = e->total_gpus - e->used_gpus;
     int32_t n_seg = 1;
+    type_budgets(p, p->spec.preemptive);
     p->segs[0] = (run_seg){p->slots, 0, 0, 0, 0};
     if (p->spec.kind == SK_POL_LAS) {
         n_seg = las_split(e, p, &budget);
@@ -845,10 +955,12 @@ static int decide(sk_engine *e, struct sk_policy *p) {
 
 /* The lone arrival (Policy.place_lone_arrivals): the only waiting job, if it fits. */
 static int lone_arrival(sk_engine *e, struct sk_policy *p) {
-    int32_t b = best_bucket(e, p, e->total_gpus - e->used_gpus, 0);
+    type_budgets(p, 0);
+    int32_t b = best_bucket(p, 0);
     if (b < 0) return 0;
     plan_reset(p);
-    plan_add_place(p, heap_take(e, p, b));
+    int64_t j = heap_take(e, p, b);
+    plan_add_place(p, j, pick_type(e, p, j, e->demand[j]));
     return 1;
 }
 
@@ -967,6 +1079,21 @@ static int apply_plan(sk_engine *e, struct sk_policy *p) {
     return sk_engine_apply(e, n, p->ap_ids, p->ap_ptr, p->ap_nodes, p->ap_counts, p->ap_rates);
 }
 
+/* The n slots of a without the moving jobs; returns how many are left. */
+static int64_t drop_moving(const struct sk_policy *p, run_slot *a, int64_t n) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!p->moving[a[i].job]) a[m++] = a[i];
+    return m;
+}
+
+/* LAS: moved jobs were contested ones kept (before their class's cut), so they leave the
+ * sorted part of their class; they rejoin it as leased jobs (a move is a restart). */
+static void las_drop_moving(struct sk_policy *p) {
+    for (int32_t b = 0; b < p->n_buckets; b++)
+        p->cls_sorted[b] = drop_moving(p, las_class(p, b), p->cls_sorted[b]);
+}
+
 /* Finish the pending plan: rates, apply, bookkeeping.  *wake: a timer was set. */
 static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
     *wake = 0;
@@ -975,6 +1102,11 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
     rc = apply_plan(e, p);
     if (rc < 0) return rc;
     p->slots_stale |= p->n_preempt > 0;
+    if (p->n_moved > 0) {               /* moved jobs get new slots below: drop the old ones */
+        if (p->spec.kind == SK_POL_LAS) las_drop_moving(p);
+        else p->n_slots = drop_moving(p, p->slots, p->n_slots);
+        for (int64_t k = 0; k < p->n_moved; k++) p->moving[p->moved[k]] = 0;
+    }
     for (int64_t k = 0; k < p->n_preempt; k++) {       /* they wait again, keyed as of now */
         key_waiting(e, p, p->preempt[k]);
         heap_add(e, p, p->preempt[k]);
@@ -1031,6 +1163,7 @@ void skn_on_node_change(sk_engine *e, int32_t node, int32_t used_before) {
     int64_t base = (int64_t)p->node_type[node] * p->fgd_width;
     p->hist[base + e->node_cap[node] - used_before]--;
     p->hist[base + e->node_cap[node] - e->node_used[node]]++;
+    p->tused[p->node_type[node]] += e->node_used[node] - used_before;
 }
 
 /* Engine._Run.record: one row per decision point; stops a run that cannot go on. */
@@ -1115,6 +1248,8 @@ void skn_free(struct sk_policy *p) {
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
     free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
     free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->las_tmp); free(p->segs); free(p->seg_cnt);
+    free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->seg_pos); free(p->seg_node);
+    free(p->moved); free(p->moving);
     free(p);
 }
 
@@ -1129,7 +1264,8 @@ static int check_spec(sk_engine *e, const sk_policy_spec *s, const sk_native_inp
         return ske_fail(e, SK_EINVAL, "native policy: thresholds missing");
     if (in->n_types <= 0 || in->n_types > 63 || in->n_buckets <= 0 || in->fgd_width <= 0 ||
         !in->model || !in->est_duration || !in->bucket || !in->node_type || !in->node_speed ||
-        !in->fgd_weights)
+        !in->fgd_weights || !in->type_rate || in->type_choice < SK_TYPE_FIRST_FIT ||
+        in->type_choice > SK_TYPE_RANDOM)
         return ske_fail(e, SK_EINVAL, "native policy: inputs missing or out of range");
     for (int32_t n = 0; n < e->n_nodes; n++) {
         if (in->node_type[n] < 0 || in->node_type[n] >= in->n_types || e->node_cap[n] >= in->fgd_width)
@@ -1163,8 +1299,48 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
              NEW(p->completed, nj) && NEW(p->cls_cap, nb) && NEW(p->cls_sorted, nb) &&
-             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->las_tmp, nj) && NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb);
+             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->las_tmp, nj) &&
+             NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb) && NEW(p->trate, nj * nt) &&
+             NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->seg_pos, nn) &&
+             NEW(p->seg_node, p->seg_size) && NEW(p->moved, nj) && NEW(p->moving, nj);
     return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
+}
+
+/* Rates, allowed masks per bucket, GPUs per type, and the max-tree's leaves grouped by type
+ * (in node order within a type) so that a type's first fit is a range query. */
+static int fill_types(sk_engine *e, struct sk_policy *p, const sk_native_inputs *in) {
+    int32_t nt = p->n_types;
+    memcpy(p->trate, in->type_rate, (size_t)e->n_jobs * nt * sizeof(double));
+    p->type_choice = in->type_choice;
+    p->type_seed = in->type_seed;
+    for (int32_t b = 0; b < p->n_buckets; b++) p->bucket_mask[b] = -1;
+    for (int64_t j = 0; j < e->n_jobs; j++) {
+        int64_t mask = 0, *bm = &p->bucket_mask[p->bucket[j]];
+        for (int32_t t = 0; t < nt; t++)
+            if (p->trate[j * nt + t] > 0.0) mask |= (int64_t)1 << t;
+        if (mask == 0)
+            return ske_fail(e, SK_EINVAL, "native policy: job %lld cannot run on any GPU type",
+                            (long long)j);
+        if (*bm >= 0 && *bm != mask)
+            return ske_fail(e, SK_EINVAL, "native policy: request bucket %d mixes allowed types",
+                            (int)p->bucket[j]);
+        *bm = mask;
+    }
+    int64_t pos = 0;
+    for (int32_t t = 0; t < nt; t++) {
+        p->type_first[t] = (double)e->n_nodes;
+        p->type_lo[t] = pos;
+        for (int32_t n = 0; n < e->n_nodes; n++) {
+            if (p->node_type[n] != t) continue;
+            if (pos == p->type_lo[t]) p->type_first[t] = (double)n;
+            p->seg_pos[n] = pos;
+            p->seg_node[pos++] = n;
+            p->tcap[t] += e->node_cap[n];
+            p->tused[t] += e->node_used[n];
+        }
+        p->type_hi[t] = pos;
+    }
+    return SK_OK;
 }
 
 static void fill_inputs(sk_engine *e, struct sk_policy *p, const sk_native_inputs *in) {
@@ -1195,8 +1371,8 @@ static void fill_inputs(sk_engine *e, struct sk_policy *p, const sk_native_input
 
 static int buckets_sorted(sk_engine *e, struct sk_policy *p) {
     for (int32_t b = 1; b < p->n_buckets; b++)
-        if (p->bucket_demand[b] <= p->bucket_demand[b - 1])
-            return ske_fail(e, SK_EINVAL, "native policy: request buckets must be in increasing order");
+        if (p->bucket_demand[b] < p->bucket_demand[b - 1])
+            return ske_fail(e, SK_EINVAL, "native policy: request buckets must be in non-decreasing order");
     return SK_OK;
 }
 
@@ -1216,7 +1392,8 @@ int sk_native_set_policy(sk_engine *e, const sk_policy_spec *spec, const sk_nati
     rc = alloc_policy(e, p, in->n_buckets);
     if (rc < 0) { skn_free(p); return rc; }
     fill_inputs(e, p, in);
-    rc = buckets_sorted(e, p);
+    rc = fill_types(e, p, in);
+    if (rc == SK_OK) rc = buckets_sorted(e, p);
     if (rc < 0) { skn_free(p); return rc; }
     e->pol = p;
     return SK_OK;

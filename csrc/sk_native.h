@@ -6,14 +6,16 @@
  * and shortcuts as the Python policies in sim/policies/queue.py and tiresias.py and
  * the placer in sim/placement.py, held to them job by job by the tests.
  *
- * Work per decision: queued jobs wait in one binary heap per distinct GPU request,
+ * Work per decision: queued jobs wait in one binary heap per distinct GPU request and
+ * allowed-type mask (buckets in increasing request order),
  * keyed once when they start waiting (their keys do not change while they wait);
  * running jobs are re-keyed and re-sorted (adaptively: insertion sort from the last
  * order, merge sort when that is far off).  A decision walks the running jobs and the
  * heads of the heaps whose request still fits, so it costs
  * O(running + placed x requests + moved x log queued), never O(queued).  LAS keeps its
  * running jobs by request class (attained service grows at one rate per class, so a
- * class keeps its order) and keeps the running jobs ahead of each waiting head in bulk.
+ * class keeps its order) and, on a cluster of one GPU type, keeps the running jobs ahead
+ * of each waiting head in bulk (with several types, job by job under per-type budgets).
  *
  * Rates come from a cache keyed by the placement summary (model, GPUs, nodes spanned,
  * GPU-type mask, slowest server speed): on a miss sk_native_run returns
@@ -59,14 +61,26 @@ typedef struct {
 typedef struct {
     const int32_t *model;           /* n_jobs: model index (rate cache key) */
     const double *est_duration;     /* n_jobs: oracle duration at the request (SJF, SRTF) */
-    const int32_t *bucket;          /* n_jobs: index of the job's request among the distinct ones */
+    const int32_t *bucket;          /* n_jobs: index of its (request, allowed types) among the distinct
+                                       ones, requests non-decreasing with the index */
     int32_t n_buckets;
     const int32_t *node_type;       /* n_nodes */
     const double *node_speed;       /* n_nodes */
     int32_t n_types;
     const double *fgd_weights;      /* [n_types][fgd_width]: FGD's F term by free GPUs */
     int32_t fgd_width;              /* > the largest node */
+    /* GPU types (sim/placement.py): a job runs on one type, where its rate is > 0 */
+    const double *type_rate;        /* [n_jobs][n_types]: throughput at the request (0: cannot run) */
+    int32_t type_choice;            /* SK_TYPE_*: which type with room a job takes */
+    uint64_t type_seed;             /* SK_TYPE_RANDOM's seed */
 } sk_native_inputs;
+
+/* type choice rules (sim.placement.TYPE_CHOICES): smallest key among the types with room */
+enum {
+    SK_TYPE_FIRST_FIT = 0,          /* key: the type's first node */
+    SK_TYPE_FASTEST = 1,            /* key: minus the job's rate on the type */
+    SK_TYPE_RANDOM = 2              /* key: hash(seed, job, now, type) */
+};
 
 /* One row per decision point, in caller-owned arrays of cap entries. */
 typedef struct {

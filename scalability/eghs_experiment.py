@@ -46,19 +46,14 @@ import pyarrow as pa
 
 from sim.cluster import cluster_from_groups
 from sim.engine import EngineConfig, job_specs, run_jobs
-from sim.jobs import JobTable
 from sim.learning.logits_trace import LogitsTrace, synthetic_logits_trace
-from sim.learning.spec import LearningSpec
 from sim.learning.surrogate import load_surrogate
-from sim.learning.world import LearningWorld
+from sim.learning.workload import DURATION_SCALE, learning_workload, learning_world
 from sim.metrics import summary
 from sim.stats import paired_ratios
 from sim.policies import get_policy
 from sim.throughput import TableThroughput
-from sim.workload import generate_workload
 
-MODELS = ("ResNet-18 (batch size 64)", "ResNet-50 (batch size 64)", "Transformer (batch size 64)",
-          "LM (batch size 20)")
 #: variant -> (policy, parameters, entropy source)
 VARIANTS = {
     "eghs": ("eghs", {}, "surrogate"),
@@ -90,16 +85,9 @@ def make_cluster(nodes: int):
 
 def make_workload(nodes: int, seed: int, jobs_per_node: float, load: float, duration_scale: float,
                   oracle):
-    n_jobs = int(round(jobs_per_node * nodes))
-    wl = generate_workload(n_jobs, load * nodes * 8, seed, models=list(MODELS), throughput=oracle)
-    t = wl.table
-    g = t.column("gpus").to_numpy()
-    t = t.set_column(t.schema.get_field_index("gpus_min"), "gpus_min",
-                     pa.array(np.maximum(1, g // 2).astype(np.int32)))
-    t = t.set_column(t.schema.get_field_index("gpus_max"), "gpus_max", pa.array((2 * g).astype(np.int32)))
-    t = t.set_column(t.schema.get_field_index("duration_s"), "duration_s",
-                     pa.array(t.column("duration_s").to_numpy() * duration_scale))
-    return JobTable.from_table(t, f"eghs workload nodes={nodes} seed={seed}")
+    """``jobs_per_node`` jobs per node arriving at ``load`` per GPU-hour (sim.learning.workload)."""
+    return learning_workload(int(round(jobs_per_node * nodes)), load * nodes * 8, seed, oracle,
+                             duration_scale=duration_scale, source=f"eghs workload nodes={nodes} seed={seed}")
 
 
 def logits_trace(names, seed: int, directory: Path) -> LogitsTrace:
@@ -133,9 +121,7 @@ def run_one(task: dict) -> dict:
     name, params, source = VARIANTS[task["variant"]]
     with tempfile.TemporaryDirectory() as tmp:
         trace = logits_trace(oracle.models, seed, Path(tmp)) if source == "logits" else None
-        spec = LearningSpec.for_workload(wl, oracle, mode="tta", quality=(0.90, 0.97), seed=seed,
-                                         trace=trace)
-        world = LearningWorld(spec)
+        world = learning_world(wl, oracle, seed, trace)
         policy = get_policy(name, **params)
         t0 = time.perf_counter()
         res = run_jobs(make_cluster(nodes), jobs, policy, oracle, EngineConfig(round_s=task["round_s"]),
@@ -268,7 +254,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="64,256,1024")
     ap.add_argument("--workloads", default="main,contended")
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--duration-scale", type=float, default=0.25)
+    ap.add_argument("--duration-scale", type=float, default=DURATION_SCALE)
     ap.add_argument("--round-s", type=float, default=60.0)
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--big", type=lambda s: {int(x) for x in s.split(",") if x}, default={1024},

@@ -4,22 +4,21 @@
 
 Gavel's simulator setting: ``--cluster V:P:K`` servers of one GPU each (its default
 ``--num_gpus_per_server 1:1:1``), its measured table with the consolidated rate for every
-placement (its simulator never reads the ``*_unconsolidated`` entries), no restart delay (it
-has none).  THROUGHPUTS_JSON defaults to the built-in table, which is Gavel's.  Prints avg JCT
+placement (``TableThroughput(multi_server="gavel")``: its simulator never reads the
+``*_unconsolidated`` entries), no restart delay (it has none), the type choice of the run
+(``--type-choice``, for the textbook policies; the gavel-* policies choose their own types).  THROUGHPUTS_JSON defaults to the built-in table, which is Gavel's.  Prints avg JCT
 and makespan (hours) and CPU seconds per policy.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from importlib import resources
 
 from sim.cluster import cluster_from_groups
 from sim.engine import EngineConfig, simulate
 from sim.metrics import summary
 from sim.policies import get_policy
-from sim.throughput import BUILTIN_TABLES, TableThroughput
+from sim.throughput import TableThroughput
 from sim.traces.gavel import read_gavel
 
 GAVEL_NAMES = {  # ours -> Gavel's policy name in its utils.get_policy
@@ -33,14 +32,11 @@ GAVEL_NAMES = {  # ours -> Gavel's policy name in its utils.get_policy
 
 
 def gavel_oracle(path: str | None = None) -> TableThroughput:
-    """Gavel's table as its simulator uses it: consolidated rates only (a Gavel JSON, or our
-    wrapped format; default the built-in table)."""
-    path = path or str(resources.files("sim").joinpath("data", BUILTIN_TABLES["gavel"]))
-    with open(path) as f:
-        doc = json.load(f)
-    doc = doc.get("throughputs", doc)
-    doc = {t: v for t, v in doc.items() if not t.endswith("_unconsolidated")}
-    return TableThroughput._from_doc(doc, path, spread_penalty=1.0)
+    """Gavel's table as its simulator uses it: the consolidated rate whatever the servers
+    (``multi_server="gavel"``; a Gavel JSON, default the built-in table, which is Gavel's)."""
+    if path is None:
+        return TableThroughput.builtin(multi_server="gavel")
+    return TableThroughput.from_gavel_json(path, multi_server="gavel")
 
 
 def gavel_cluster(spec: str):
@@ -56,13 +52,15 @@ def main() -> None:
     ap.add_argument("throughputs", nargs="?", default=None)
     ap.add_argument("--policies", default=",".join(GAVEL_NAMES))
     ap.add_argument("--cluster", default="36:36:36")
+    ap.add_argument("--type-choice", default="first-fit", choices=("first-fit", "fastest", "random"))
     args = ap.parse_args()
     oracle = gavel_oracle(args.throughputs)
     jobs = read_gavel(args.trace).jobs
     cluster = gavel_cluster(args.cluster)
     for name in args.policies.split(","):
         t0 = time.process_time()
-        res = simulate(cluster, jobs, get_policy(name), oracle, EngineConfig(restart_delay_s=0.0))
+        res = simulate(cluster, jobs, get_policy(name), oracle,
+                       EngineConfig(restart_delay_s=0.0, type_choice=args.type_choice))
         s = summary(res)
         print(f"{name}\t{GAVEL_NAMES.get(name, '')}\t{s['avg_jct_s'] / 3600:.3f}\t"
               f"{s['makespan_s'] / 3600:.3f}\t{time.process_time() - t0:.2f}", flush=True)

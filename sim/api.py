@@ -108,5 +108,10 @@ def _load_jobs(jobs, cluster: Cluster, oracle, trace_format: str | None = None):
         return jobs, oracle or default_oracle()
     if not isinstance(jobs, (str, os.PathLike)):
         raise ConfigError(f"jobs must be a JobTable or a path, not {type(jobs).__name__}")
+    from .goodput.workload import is_pollux_workload, read_goodput_workload
+    if trace_format is None and is_pollux_workload(jobs):
+        # a Pollux/Sia workload runs on its goodput profiles, as `clustersim run` does
+        table, goodput_oracle = read_goodput_workload(jobs)
+        return table, oracle or goodput_oracle
     from .traces import read_workload
     return read_workload(jobs, cluster, format=trace_format, oracle=oracle)

@@ -16,6 +16,7 @@ import importlib
 import os
 import pkgutil
 import sys
+import warnings
 
 from . import commands
 from ._version import version
@@ -84,12 +85,25 @@ def _os_error(exc: OSError) -> str:
     return os_error_text(exc)
 
 
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """The project's own warnings as one line (``clustersim: warning: ...``); others as Python's."""
+    if category.__module__.split(".")[0] != "sim":
+        _python_showwarning(message, category, filename, lineno, file, line)
+        return
+    print(f"clustersim: warning: {clip(str(message), _MESSAGE_LIMIT)}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = _parser().parse_args(argv)
         args.argv = ["clustersim"] + argv      # the command as typed, for provenance records
-        args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            args.func(args)
         sys.stdout.flush()                     # a closed pipe shows here, not at exit
     except SimError as exc:
         _say(str(exc))

@@ -21,6 +21,10 @@ policies can use it without a Python loop per node.  Clusters come from
 
 GPU type names are canonical lowercase strings without spaces, dashes or underscores
 (``"RTX 2080 Ti"`` -> ``"rtx2080ti"``), see :func:`canonical_gpu_type`.
+
+Bandwidths (Gbit/s, >= 0) set the ring all-reduce time of multi-GPU jobs over their slowest link,
+relative to the bandwidths the throughput oracle's rates were measured at (:mod:`sim.network`,
+docs/network.md); all nodes of one GPU type must then share them.
 """
 from __future__ import annotations
 

@@ -61,9 +61,12 @@ def _candidates(indptr, nodes, counts, cur_indptr, cur_nodes, cur_counts, free, 
         if not same:
             continue
         trial = free.copy()
+        mask = np.int64(0)                # it stays on the GPU type(s) it holds
         for k in range(lo, hi):
             trial[nodes[k]] += counts[k]
-        nn, cc = place_one(trial, node_type, n_types, gpus[i], CONSOLIDATED)
+            mask |= np.int64(1) << np.int64(node_type[nodes[k]])
+        nn, cc = place_one(trial, node_type, n_types, gpus[i], CONSOLIDATED, mask,
+                           np.zeros(n_types))
         if nn.shape[0] == 0 or nn.shape[0] >= span[i]:
             continue
         for k in range(nn.shape[0]):

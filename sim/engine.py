@@ -19,8 +19,10 @@ from .errors import ConfigError, SimError
 from .limits import MAX_TIME_S, check_round, check_seconds, fmt_num
 from .metrics import FGDTracker
 from .native import NativeRun, native_params
+from .network import rate_oracle
 from .plan_diff import plan_changes
-from .placement import PLACEMENT_MODES, place_one
+from .placement import (DEFAULT_TYPE_CHOICE, PLACEMENT_MODES, TYPE_CHOICES, allowed_masks, place_one,
+                        type_keys)
 from .result import SimResult, Timeline
 from .state import ARRIVAL, COMPLETION, ROUND, TIMER, JobSpecs, Plan, SchedState
 
@@ -41,18 +43,34 @@ class EngineConfig:
     native: decide inside the C kernel when the policy has a native form (sim.native;
         FIFO, SJF, SRTF, LAS, Tiresias); False asks the Python policy at every decision.
         Both give the same results job by job.
+    type_choice: which GPU type the greedy placer gives a job (every policy that places
+        through it: FIFO, SJF, SRTF, LAS, Tiresias, EGHS, ...; sim.placement): "first-fit"
+        (default: the first type in the cluster's node order with room, the old first fit
+        without type mixing), "fastest" (the type where the job's throughput is highest,
+        Gavel's ``_perf`` rule) or "random" (uniform among the types with room, drawn from
+        ``type_seed``: Gavel's agnostic rule).  A job never gets a type where its throughput
+        is 0 and never spans types (docs/placement.md).
+    type_seed: seed of the "random" rule (the same seed gives the same run).
     """
 
     round_s: float | None = None
     restart_delay_s: float | None = None
     progress: bool = False
     native: bool = True
+    type_choice: str = DEFAULT_TYPE_CHOICE
+    type_seed: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "round_s", check_round(self.round_s, "round_s (--round)"))
         if self.restart_delay_s is not None:
             object.__setattr__(self, "restart_delay_s",
                                check_seconds(self.restart_delay_s, "restart_delay_s (--restart-delay)"))
+        if self.type_choice not in TYPE_CHOICES:
+            raise ConfigError(f"type_choice (--type-choice) must be one of "
+                              f"{', '.join(TYPE_CHOICES)}, got {self.type_choice!r}")
+        if isinstance(self.type_seed, bool) or not isinstance(self.type_seed, (int, np.integer)) \
+                or not 0 <= int(self.type_seed) < 2 ** 63:
+            raise ConfigError(f"type_seed must be an integer in [0, 2**63), got {self.type_seed!r}")
 
 
 def job_specs(workload, oracle, restart_delay_s: float | None = None) -> JobSpecs:
@@ -139,7 +157,7 @@ class _Kernel:
         return self._check(lib.sk_engine_step(self.ptr, self.batch), "sk_engine_step")
 
     def snapshot(self, cluster: Cluster, jobs: JobSpecs, queued_only: bool = False,
-                 oracle=None) -> SchedState:
+                 oracle=None, type_choice: str = DEFAULT_TYPE_CHOICE, type_seed: int = 0) -> SchedState:
         """The SchedState of the current decision point, in one kernel call."""
         b, p = self._buf, self._ptr
         na, ne = self._sizes
@@ -161,7 +179,7 @@ class _Kernel:
                           run_s=b["run"][:k].copy(), queued_since=b["queued_since"][:k].copy(),
                           pl_indptr=b["indptr"][:k + 1].copy(), pl_nodes=self._pl_nodes[:m].copy(),
                           pl_counts=self._pl_counts[:m].copy(), node_free=self.node_free().copy(),
-                          oracle=oracle)
+                          oracle=oracle, type_choice=type_choice, type_seed=type_seed)
 
     def apply(self, ids, indptr, nodes, counts, rates) -> None:
         ids, indptr = np.ascontiguousarray(ids, np.int64), np.ascontiguousarray(indptr, np.int64)
@@ -221,7 +239,43 @@ def simulate(cluster: Cluster, workload, policy, oracle, config: EngineConfig | 
                     learning=learning, truth=truth)
 
 
-def _validate(cluster: Cluster, jobs: JobSpecs, oracle) -> None:
+def type_rate_table(cluster: Cluster, jobs: JobSpecs, oracle) -> np.ndarray:
+    """float64 [n_jobs, n_types]: each job's throughput on each GPU type of ``cluster`` at its
+    request, consolidated on one server of speed 1 (one vectorized ``oracle.rates`` call)."""
+    n, t = len(jobs), len(cluster.gpu_types)
+    if n == 0:
+        return np.zeros((0, t))
+    model = np.repeat(jobs.model.astype(np.int64), t)
+    ngpu = np.repeat(jobs.demand.astype(np.int64), t)
+    mask = np.tile(np.left_shift(np.int64(1), np.arange(t, dtype=np.int64)), n)
+    rates = oracle.rates(model, ngpu, np.ones(n * t, np.int64), mask, np.ones(n * t), cluster.gpu_types)
+    rates = np.asarray(rates, float).reshape(n, t)
+    return np.where(np.isfinite(rates) & (rates > 0), rates, 0.0)
+
+
+def unrunnable(cluster: Cluster, demand: np.ndarray, rates: np.ndarray,
+               mixing: bool = False) -> tuple[np.ndarray, list[str]]:
+    """Rows that no placement can ever run, and why: throughput 0 on every GPU type of the
+    cluster, or (unless the policy mixes types) a request larger than every type it can run
+    on has."""
+    cap = cluster.gpus_per_type()
+    ok = rates > 0
+    room = (ok * cap[None, :]).sum(axis=1) if mixing else (ok * cap[None, :]).max(axis=1, initial=0)
+    bad = np.flatnonzero(room < demand)
+    why = []
+    for i in bad[:1]:
+        if not ok[i].any():
+            why.append("its throughput is 0 on every GPU type of the cluster")
+        elif mixing:
+            why.append(f"it asks for {int(demand[i])} GPUs but the types it can run on have "
+                       f"{int(room[i])}")
+        else:
+            why.append(f"it asks for {int(demand[i])} GPUs, more than any GPU type it can run on "
+                       f"has ({', '.join(f'{t}: {int(n)}' for t, n in zip(cluster.gpu_types, cap))})")
+    return bad, why
+
+
+def _validate(cluster: Cluster, jobs: JobSpecs, oracle, mixing: bool = False) -> None:
     too_big = np.flatnonzero(jobs.demand > cluster.total_gpus)
     if too_big.size:
         j = int(too_big[0])
@@ -236,6 +290,11 @@ def _validate(cluster: Cluster, jobs: JobSpecs, oracle) -> None:
             j = int(bad[0])
             raise ConfigError(f"job at row {j}: {name} {fmt_num(values[j])} s is not in [0, "
                               f"{fmt_num(MAX_TIME_S)}] s (the horizon; {bad.size} such jobs)")
+    if jobs.type_rates is not None:
+        bad, why = unrunnable(cluster, jobs.demand, jobs.type_rates, mixing)
+        if bad.size:
+            raise ConfigError(f"job at row {int(bad[0])} cannot run on cluster {cluster.name}: "
+                              f"{why[0]} ({bad.size} such jobs; drop them with --skip-invalid)")
 
 
 def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineConfig,
@@ -246,7 +305,9 @@ def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineCon
     per-(job, server) speed factors (``sim.hops.servers.ServerTruth``): every rate is multiplied
     by ``truth.factors(ids, indptr, nodes)``, and policies see only ``truth.monitor()`` as
     ``SchedState.monitor``; such runs decide in Python.  None: no hidden truth."""
-    _validate(cluster, jobs, oracle)
+    if jobs.type_rates is None and len(jobs):
+        jobs = replace(jobs, type_rates=type_rate_table(cluster, jobs, oracle))
+    _validate(cluster, jobs, oracle, getattr(policy, "rate_model", None) is not None)
     return _Run(cluster, jobs, policy, oracle, config, learning, truth).run(job_ids)
 
 
@@ -287,6 +348,9 @@ class _Run:
         self.skipped = 0
         self.queued_view = _policy_view(policy) == "queued"
         self.rate_model = getattr(policy, "rate_model", None)
+        # placement rates: the oracle's with the network term at the cluster's bandwidths
+        # (sim.network); a policy's own rate model has its own
+        self.rates_from = oracle if self.rate_model is not None else rate_oracle(oracle, cluster)
         # Python decides when the learning world observes every decision and sets true rates,
         # or when the policy has its own rate model or the run hidden server truth (the kernel
         # knows only the oracle)
@@ -325,7 +389,9 @@ class _Run:
     def run_native(self, job_ids) -> SimResult:
         """The whole run inside the kernel (sim.native): decisions, records and all."""
         t0 = time.perf_counter()
-        nr = NativeRun(self.kernel, self.cluster, self.jobs, self.oracle, self.native,
+        nr = NativeRun(self.kernel, self.cluster, self.jobs, self.rates_from,
+                       {**self.native, "type_choice": TYPE_CHOICES[self.config.type_choice],
+                        "type_seed": int(self.config.type_seed)},
                        self.fgd_weights, self.policy.name)
         nr.run()
         wall = time.perf_counter() - t0
@@ -357,7 +423,8 @@ class _Run:
                 and self._place_lone_arrival():
             return None
         t_snap = time.perf_counter()
-        state = k.snapshot(self.cluster, self.jobs, self.queued_view, self.oracle)
+        state = k.snapshot(self.cluster, self.jobs, self.queued_view, self.oracle,
+                           self.config.type_choice, int(self.config.type_seed))
         t_world = time.perf_counter()
         if self.world is not None:
             state = self.world.observe(state, self.clairvoyant)
@@ -374,7 +441,7 @@ class _Run:
         self.times["snapshot_s"] += t_world - t_snap
         self.times["learning_s"] += t_call - t_world + time.perf_counter() - t_done
         self.times["policy_s"] += t_done - t_call
-        self.times["oracle_s"] += _apply_plan(k, state, plan, self.oracle, self.cluster,
+        self.times["oracle_s"] += _apply_plan(k, state, plan, self.rates_from, self.cluster,
                                               self.used_types, self.scale_applied, self.policy.name,
                                               self.rate_model, self.truth)
         return plan.wakeup
@@ -383,13 +450,19 @@ class _Run:
         """Place the only queued job on the free GPUs if it fits (Policy.place_lone_arrivals)."""
         k, c = self.kernel, self.cluster
         state = k.snapshot(c, self.jobs, queued_only=True)
-        want = int(self.jobs.demand[state.active[0]])
+        j = state.active[:1]
+        want = int(self.jobs.demand[j[0]])
         if want > int(state.node_free.sum()):
             return False
+        rates = self.jobs.type_rates[j]
+        keys = type_keys(self.config.type_choice, c.node_type, len(c.gpu_types), j, rates,
+                         state.now, int(self.config.type_seed))
         nodes, counts = place_one(state.node_free.astype(np.int32), c.node_type, len(c.gpu_types),
-                                  want, self.lone_mode)
+                                  want, self.lone_mode, allowed_masks(rates)[0], keys[0])
+        if nodes.shape[0] == 0:               # no type it can use has room: the policy decides
+            return False
         plan = Plan(np.array([0, nodes.shape[0]], np.int64), nodes, counts)
-        self.times["oracle_s"] += _apply_plan(k, state, plan, self.oracle, c, self.used_types,
+        self.times["oracle_s"] += _apply_plan(k, state, plan, self.rates_from, c, self.used_types,
                                               self.scale_applied, self.policy.name, self.rate_model,
                                               self.truth)
         self.engine_placed += 1

@@ -4,6 +4,7 @@ full disk or an interrupt never leaves a truncated result under the final name."
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import tempfile
 from pathlib import Path
@@ -14,7 +15,8 @@ from .errors import ConfigError
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
-__all__ = ["read_text_file", "atomic_path", "atomic_write_text", "ensure_out_dir", "os_error_text"]
+__all__ = ["read_text_file", "atomic_path", "atomic_write_text", "ensure_out_dir", "os_error_text",
+           "stdout_to_stderr"]
 
 
 def os_error_text(exc: OSError) -> str:
@@ -82,3 +84,83 @@ def atomic_path(path) -> Iterator[Path]:
 def atomic_write_text(path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+class CheckedUtf8(io.RawIOBase):
+    """The bytes of a text file as pyarrow reads them, with the lines that are not valid UTF-8
+    found and their bad bytes replaced (U+FFFD), so one such line is a row-level problem (named
+    by its line, skippable) instead of a failure of the whole block.  Line breaks are kept, so
+    physical line numbers do not change.  ``bad_lines`` lists the 1-based lines found so far."""
+
+    def __init__(self, path: Path, chunk: int = 1 << 22):
+        super().__init__()
+        self._f = open(path, "rb")
+        self._chunk = chunk
+        self._carry = b""
+        self._buf = memoryview(b"")
+        self._line = 1
+        self.bad_lines: list[int] = []
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+    def readinto(self, b) -> int:
+        while not len(self._buf):
+            chunk = self._f.read(self._chunk)
+            if not chunk and not self._carry:
+                return 0
+            data = self._carry + chunk
+            cut = data.rfind(b"\n") + 1 if chunk else len(data)   # whole lines, all at the end
+            if cut == 0:                    # no line end yet: read on
+                self._carry = data
+                continue
+            self._carry = data[cut:]
+            self._buf = memoryview(self._clean(data[:cut]))
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+    def _clean(self, data: bytes) -> bytes:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            pieces = data.split(b"\n")
+            for k, piece in enumerate(pieces):
+                try:
+                    piece.decode("utf-8")
+                except UnicodeDecodeError:
+                    self.bad_lines.append(self._line + k)
+                    pieces[k] = piece.decode("utf-8", "replace").encode("utf-8")
+            data = b"\n".join(pieces)
+        self._line += data.count(b"\n")
+        return data
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send whatever is written to file descriptor 1 inside the block to stderr instead.
+
+    Solver libraries print from C (HiGHS's MIP solver writes progress lines with ``printf``
+    whatever its output options), which would corrupt ``--format json`` or ``csv`` on stdout;
+    the CLI runs policies inside this block and writes its results after it.  A no-op when
+    stdout has no file descriptor (e.g. captured by a test harness)."""
+    import sys
+    try:
+        fd, err = sys.stdout.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(fd)
+    try:
+        os.dup2(err, fd)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, fd)
+        os.close(saved)

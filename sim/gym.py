@@ -8,7 +8,8 @@ which queued job starts next (``pip install 'clustersim[gym]'``).
 (['cluster', 'queue'], (16, 5), (17,))
 
 **Decision point**: a moment (an arrival or a completion, as the kernel reports them) at which
-at least one of the first ``queue_slots`` queued jobs (in arrival order) fits in the free GPUs.
+at least one of the first ``queue_slots`` queued jobs (in arrival order) fits in the free GPUs (of one GPU type
+it may use: jobs never span types nor run where their throughput is 0).
 Moments without a choice are run through inside the kernel's loop, never shown to the agent.
 
 **Action** ``a`` in ``Discrete(queue_slots + 1)``: ``a < queue_slots`` starts the job in queue
@@ -40,6 +41,7 @@ trip (benchmarks/bench_gym.py measures steps per second).
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
@@ -48,10 +50,11 @@ from numba import njit
 from ._native import lib
 from ._optional import require
 from .cluster import Cluster
-from .engine import _Kernel, _validate, job_specs
+from .engine import _Kernel, _validate, job_specs, type_rate_table
 from .errors import ConfigError
 from .jobs import JobTable
-from .placement import PLACEMENT_MODES, place_one
+from .network import rate_oracle
+from .placement import PLACEMENT_MODES, allowed_masks, first_node_of_type, place_one
 from .presets import load_cluster
 from .scenario import DEFAULT_LOAD
 from .state import ARRIVAL, COMPLETION
@@ -94,6 +97,7 @@ class ClusterEnv(gymnasium.Env):
         self._type_total = np.bincount(c.node_type, weights=c.node_gpus, minlength=self._types)
         self._largest_node, self._total_gpus = int(c.node_gpus.max()), int(c.total_gpus)
         self._rates: dict = {}           # placement summary -> rate; one oracle, kept across episodes
+        self._rate_oracle = rate_oracle(self.oracle, c)    # the engine's network term (sim.network)
         self.action_space = spaces.Discrete(self.slots + 1)
         self.observation_space = spaces.Dict({
             "queue": spaces.Box(0.0, _HIGH, (self.slots, len(QUEUE_FEATURES)), np.float32),
@@ -114,6 +118,7 @@ class ClusterEnv(gymnasium.Env):
         specs = job_specs(table, oracle)
         if len(specs) == 0:
             raise ConfigError("the workload has no jobs")
+        specs = replace(specs, type_rates=type_rate_table(self.cluster, specs, oracle))
         _validate(self.cluster, specs, oracle)       # the engine's checks: sizes, work, times
         return specs
 
@@ -123,11 +128,16 @@ class ClusterEnv(gymnasium.Env):
         specs = self._fixed if self._fixed is not None else self._specs(self._generate(), self.oracle)
         self.jobs = specs
         self._demand, self._model = specs.demand.tolist(), specs.model.tolist()
+        self._allowed = allowed_masks(specs.type_rates)     # first fit over the types it can use
+        self._type_key = first_node_of_type(self.cluster.node_type, self._types)
         self._static = np.column_stack([np.ones(len(specs)), specs.demand,
                                         specs.est_duration / _H]).astype(np.float32)
         self._kernel = _Kernel(self.cluster, specs, 0.0, ARRIVAL | COMPLETION)
         self._free = self.cluster.node_gpus.astype(np.int32)     # per node, at decision points
         self._free_total, self._queue = self._total_gpus, []
+        self._type_free = np.bincount(self.cluster.node_type, weights=self.cluster.node_gpus,
+                                      minlength=self._types).astype(np.int64).tolist()
+        self._job_type = [0] * len(specs)
         self._in_system, self._arrived, self._now, self._area = 0, 0, float(specs.arrival.min()), 0.0
         self._done, self._steps = False, 0
         self._advance()
@@ -150,9 +160,8 @@ class ClusterEnv(gymnasium.Env):
     def action_masks(self) -> np.ndarray:
         """Legal actions: queue slots whose job fits now, then the no-op (bool, slots + 1)."""
         mask = np.zeros(self.slots + 1, np.bool_)
-        free, d = self._free_total, self._demand
         for i, j in enumerate(self._queue[:self.slots]):
-            mask[i] = d[j] <= free
+            mask[i] = self._can_start(j)
         mask[self.slots] = self._noop_legal() or self._done
         return mask
 
@@ -170,7 +179,9 @@ class ClusterEnv(gymnasium.Env):
                 self._arrived += b.n_arrived
             if b.n_completed:
                 d = self._demand
-                self._free_total += sum(d[j] for j in k.completed[:b.n_completed].tolist())
+                for j in k.completed[:b.n_completed].tolist():
+                    self._free_total += d[j]
+                    self._type_free[self._job_type[j]] += d[j]
             self._in_system += b.n_arrived - b.n_completed
             if status == lib.SK_DONE:
                 self._done = True
@@ -179,13 +190,16 @@ class ClusterEnv(gymnasium.Env):
                 self._free[:] = k.node_free()
                 return
 
+    def _can_start(self, j: int) -> bool:
+        """Job j fits now: some GPU type it may use has that many free GPUs."""
+        want, allowed = self._demand[j], int(self._allowed[j])
+        return any((allowed >> t) & 1 and free >= want for t, free in enumerate(self._type_free))
+
     def _fits(self) -> bool:
-        visible = self._queue[:self.slots]
-        return bool(visible) and min(map(self._demand.__getitem__, visible)) <= self._free_total
+        return any(self._can_start(j) for j in self._queue[:self.slots])
 
     def _first_fitting(self) -> int:
-        free, d = self._free_total, self._demand
-        return next(i for i, j in enumerate(self._queue[:self.slots]) if d[j] <= free)
+        return next(i for i, j in enumerate(self._queue[:self.slots]) if self._can_start(j))
 
     def _noop_legal(self) -> bool:
         """Something will still happen: a job runs or one is yet to arrive."""
@@ -200,7 +214,12 @@ class ClusterEnv(gymnasium.Env):
         if want > self._free_total:
             return False
         c = self.cluster
-        nodes, counts = place_one(self._free, c.node_type, self._types, want, self.mode)
+        nodes, counts = place_one(self._free, c.node_type, self._types, want, self.mode,
+                                  self._allowed[j], self._type_key)
+        if nodes.shape[0] == 0:           # no GPU type it can use has room
+            return False
+        self._job_type[j] = int(c.node_type[nodes[0]])
+        self._type_free[self._job_type[j]] -= want
         rate = self._rate(j, want, nodes)
         self._kernel.apply(np.array([j], np.int64), np.array([0, nodes.shape[0]], np.int64),
                            nodes, counts, np.array([rate]))
@@ -218,7 +237,7 @@ class ClusterEnv(gymnasium.Env):
         key = (self._model[j], want, nodes.shape[0], mask, speed)
         rate = self._rates.get(key)
         if rate is None:
-            rate = float(self.oracle.rates(
+            rate = float(self._rate_oracle.rates(
                 np.array([key[0]], np.int64), np.array([want], np.int64),
                 np.array([key[2]], np.int64), np.array([mask], np.int64), np.array([speed]),
                 self.cluster.gpu_types)[0])
@@ -232,7 +251,9 @@ class ClusterEnv(gymnasium.Env):
         n = len(self._queue)
         scalars = np.array([self.slots, self._now, self._free_total, self._total_gpus,
                             self._largest_node, n, self._in_system - n])
-        q, cl = _observe(np.asarray(self._queue[:self.slots], np.int64), self._static,
+        visible = self._queue[:self.slots]
+        fits = np.array([self._can_start(j) for j in visible], np.bool_)
+        q, cl = _observe(np.asarray(visible, np.int64), fits, self._static,
                          self.jobs.arrival, self._free, self.cluster.node_type, self._type_total,
                          scalars)
         return {"queue": q, "cluster": cl}
@@ -261,7 +282,7 @@ class ClusterEnv(gymnasium.Env):
 
 
 @njit(cache=True)
-def _observe(ids, static, arrival, free, node_type, type_total, scalars):
+def _observe(ids, fits, static, arrival, free, node_type, type_total, scalars):
     """The observation's two arrays (see the module docstring), in one pass.  ``scalars``:
     slots, now, free GPUs, total GPUs, GPUs of the largest node, jobs queued, jobs running
     (one array: fewer arguments to type at each call)."""
@@ -272,7 +293,7 @@ def _observe(ids, static, arrival, free, node_type, type_total, scalars):
         j = ids[i]
         q[i, 0], q[i, 1], q[i, 2] = static[j, 0], static[j, 1], static[j, 2]
         q[i, 3] = (now - arrival[j]) / 3600.0
-        q[i, 4] = 1.0 if static[j, 1] <= free_total else 0.0
+        q[i, 4] = 1.0 if fits[i] else 0.0
     k = type_total.shape[0]
     cl = np.zeros(4 + k, np.float32)
     largest = 0

@@ -48,7 +48,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from .errors import ConfigError, TraceError
-from .fsio import atomic_path
+from .fsio import CheckedUtf8, atomic_path
 from .limits import MAX_TIME_S, fmt_num
 
 __all__ = ["JOB_SCHEMA", "JobTable", "REQUIRED_COLUMNS"]
@@ -115,18 +115,20 @@ class JobTable:
         if path.is_dir():
             raise TraceError("is a directory, expected a job table file", file=src)
         ext = path.suffix.lower()
+        not_utf8 = np.zeros(0, np.int64)          # data rows on lines that were not UTF-8 (CSV)
         try:
             if ext in (".parquet", ".pq"):
                 t = pq.read_table(path)
             elif ext == ".csv":
-                t = _read_csv(path)
+                t, not_utf8 = _read_csv(path)
             else:
                 raise TraceError(f"unknown job table format {ext!r} (use .parquet or .csv)", file=src)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
             raise TraceError(f"cannot read job table: {exc}", file=src) from None
         except UnicodeDecodeError as exc:
             raise TraceError(f"not UTF-8 text: {exc.reason} (a binary file?)", file=src) from None
-        return cls.from_table(t, src, skip_invalid=skip_invalid, require_sorted=require_sorted)
+        return cls(*_validate(t, src, skip_invalid=skip_invalid, require_sorted=require_sorted,
+                              not_utf8=not_utf8))
 
     def write(self, path) -> None:
         """Write Parquet (``.parquet``/``.pq``) or CSV (``.csv``) by extension."""
@@ -248,8 +250,11 @@ class JobTable:
         return it
 
     def validate_against(self, cluster=None, model_names: Sequence[str] | None = None, *,
-                         skip_invalid: bool = False) -> "JobTable":
-        """Check each job fits ``cluster`` (gpus_min <= total GPUs) and its model is known.
+                         skip_invalid: bool = False, oracle=None, mixing: bool = False) -> "JobTable":
+        """Check each job fits ``cluster`` (gpus_min <= total GPUs) and its model is known;
+        with ``oracle`` (and ``cluster``) also that it can run: throughput > 0 on some GPU type
+        of the cluster at its request, on a type with at least that many GPUs (``mixing``: the
+        types it can run on together, for policies that mix types).
 
         Raises TraceError naming the row (0-based in this table) and field, or with
         ``skip_invalid`` returns a new JobTable without those rows (their errors appended to
@@ -277,19 +282,52 @@ class JobTable:
             models = self.models
             flag(np.array([m not in known for m in models], dtype=bool), "model",
                  lambda r: f"unknown model {models[r]!r}")
+        if oracle is not None and cluster is not None and len(self):
+            self._flag_unrunnable(cluster, oracle, mixing, bad, flag)
         if not bad.any():
             return self
         errors.sort(key=lambda e: e.row)
         return JobTable(self.table.filter(pa.array(~bad)), self.source, self.skipped + errors)
 
 
+    def _flag_unrunnable(self, cluster, oracle, mixing, bad, flag) -> None:
+        """Rows no placement can run (see validate_against); rows flagged already are left."""
+        known = np.array([m in set(oracle.models) for m in self.models], dtype=bool) & ~bad
+        rows = np.flatnonzero(known)
+        if rows.size == 0:
+            return
+        n_types = len(cluster.gpu_types)
+        model = np.repeat(self.model_codes(oracle.models)[rows].astype(np.int64), n_types)
+        gpus = self.gpus[rows].astype(np.int64)
+        mask = np.tile(np.left_shift(np.int64(1), np.arange(n_types, dtype=np.int64)), rows.size)
+        rates = np.asarray(oracle.rates(model, np.repeat(gpus, n_types), np.ones(model.size, np.int64),
+                                        mask, np.ones(model.size), cluster.gpu_types), float)
+        ok = (rates.reshape(rows.size, n_types) > 0)
+        cap = ok * cluster.gpus_per_type()[None, :]
+        room = cap.sum(axis=1) if mixing else cap.max(axis=1)
+        bad_rows = np.zeros(len(self), dtype=bool)
+        bad_rows[rows] = room < gpus
+        zero = np.zeros(len(self), dtype=bool)
+        zero[rows] = ~ok.any(axis=1)
+        models = self.models
+        flag(bad_rows & zero, "model",
+             lambda r: f"model {models[r]!r} has throughput 0 on every GPU type of cluster {cluster.name}")
+        flag(bad_rows & ~zero, "gpus",
+             lambda r: f"job asks for {int(self.gpus[r])} GPUs, more than any GPU type of cluster "
+                       f"{cluster.name} where model {models[r]!r} can run has")
+
+
 # --------------------------------------------------------------------- CSV
-def _read_csv(path: Path) -> pa.Table:
+def _read_csv(path: Path) -> tuple[pa.Table, np.ndarray]:
+    """The table, and the data rows on lines that were not UTF-8 (their bad bytes read as U+FFFD;
+    rows are lines - 2: the header is line 1)."""
     types = {"user": pa.string(), "vc": pa.string(), "model": pa.string(), "gpus_allowed": pa.string(),
              "iterations": pa.float64(), "duration_s": pa.float64(), "arrival_s": pa.float64(),
              "priority": pa.float64()}
-    t = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=types,
-                                                                  strings_can_be_null=False))
+    with CheckedUtf8(path) as stream:
+        t = pacsv.read_csv(stream, convert_options=pacsv.ConvertOptions(column_types=types,
+                                                                        strings_can_be_null=False))
+        not_utf8 = np.asarray(stream.bad_lines, np.int64) - 2
     if "gpus_allowed" in t.column_names:
         vals = t.column("gpus_allowed").to_pylist()
         out = []
@@ -305,7 +343,7 @@ def _read_csv(path: Path) -> pa.Table:
                                  field="gpus_allowed") from None
         t = t.set_column(t.schema.get_field_index("gpus_allowed"), "gpus_allowed",
                          pa.array(out, pa.list_(pa.int64())))
-    return t
+    return t, not_utf8
 
 
 # --------------------------------------------------------------------- validation
@@ -328,7 +366,18 @@ def _cast(col: pa.ChunkedArray, typ: pa.DataType, field: str, source: str) -> pa
                          field=field) from None
 
 
-def _validate(t: pa.Table, source: str, *, skip_invalid: bool, require_sorted: bool):
+def _text_field(t: pa.Table, row: int) -> str | None:
+    """The first string column whose value in ``row`` holds U+FFFD (bytes that were not UTF-8)."""
+    for name in t.column_names:
+        if pa.types.is_string(t.schema.field(name).type):
+            value = t.column(name)[row].as_py()
+            if value is not None and "\ufffd" in value:
+                return name
+    return None
+
+
+def _validate(t: pa.Table, source: str, *, skip_invalid: bool, require_sorted: bool,
+              not_utf8: np.ndarray | None = None):
     if not isinstance(t, pa.Table):
         raise ConfigError(f"{source}: expected a pyarrow Table, got {type(t).__name__}")
     names = set(t.column_names)
@@ -381,6 +430,10 @@ def _validate(t: pa.Table, source: str, *, skip_invalid: bool, require_sorted: b
     def num(c: str, fill) -> np.ndarray:
         return pc.fill_null(cols[c], fill).to_numpy()
 
+    # rows on lines that were not UTF-8 (CSV): named by line and field, skippable
+    for r in (not_utf8 if not_utf8 is not None else ()):
+        flag(np.arange(n) == r, _text_field(t, int(r)),
+             lambda r: f"not UTF-8 text: invalid bytes (line {r + 2})")
     # nulls in non-nullable columns
     for c in ("job_id", "arrival_s", "gpus", "model", "batch_size", "priority", "gpus_min", "gpus_max"):
         if c in cols and cols[c].null_count:

@@ -14,6 +14,9 @@ restart delay      0 <= restart_delay_s <= 1e10 s    :class:`sim.engine.EngineCo
 generator load     1e-6 <= jobs/h <= 1e9, and the     :func:`sim.workload.generate_workload`
                    arrivals must end before 1e10 s
 seed               integer, 0 <= seed < 2**63        :func:`sim.workload.generate_workload`
+bandwidth          finite, >= 0 Gbit/s; one (intra,  :class:`sim.cluster.Cluster`;
+                   inter) per GPU type where the     :func:`sim.network.rate_oracle`
+                   throughput model reads them       (docs/network.md)
 ================== ================================= ==========================================
 
 The horizon (:data:`MAX_TIME_S`, about 317 years) keeps every event time exact to well under a

@@ -16,6 +16,7 @@ import numpy as np
 
 from ._native import as_cdata, ffi, lib
 from .errors import SimError
+from .placement import allowed_masks
 
 KINDS = {"fifo": lib.SK_POL_FIFO, "sjf": lib.SK_POL_SJF, "srtf": lib.SK_POL_SRTF,
          "las": lib.SK_POL_LAS, "tiresias": lib.SK_POL_TIRESIAS}
@@ -61,12 +62,16 @@ class NativeRun:
 
     def _install(self, params: dict, fgd_weights: np.ndarray) -> None:
         c, jobs = self.cluster, self.jobs
-        demands, bucket = np.unique(np.asarray(jobs.demand, np.int32), return_inverse=True)
+        rates = np.ascontiguousarray(jobs.type_rates, float)
+        # one waiting heap per (request, allowed types), in increasing request order
+        keys = np.column_stack([np.asarray(jobs.demand, np.int64), allowed_masks(rates)])
+        demands, bucket = np.unique(keys, axis=0, return_inverse=True)
+        bucket = np.asarray(bucket).reshape(-1)
         thr = np.ascontiguousarray(params.get("thresholds", np.zeros(0)), float)
         weights = np.ascontiguousarray(fgd_weights, float)
         self._keep = [np.ascontiguousarray(jobs.model, np.int32), np.ascontiguousarray(jobs.est_duration, float),
                       np.ascontiguousarray(bucket, np.int32), np.ascontiguousarray(c.node_type, np.int32),
-                      np.ascontiguousarray(c.node_speed, float), weights, thr]
+                      np.ascontiguousarray(c.node_speed, float), weights, thr, rates]
         spec = ffi.new("sk_policy_spec *")
         for key in ("kind", "spread", "preemptive", "blocking", "skip_if_nothing_fits",
                     "skip_idle_completions", "place_lone_arrivals"):
@@ -85,6 +90,9 @@ class NativeRun:
         inp.n_types = len(c.gpu_types)
         inp.fgd_weights = as_cdata("double *", weights)
         inp.fgd_width = weights.shape[1]
+        inp.type_rate = as_cdata("double *", rates)
+        inp.type_choice = int(params.get("type_choice", 0))
+        inp.type_seed = int(params.get("type_seed", 0))
         self.kernel._check(lib.sk_native_set_policy(self.kernel.ptr, spec, inp), "sk_native_set_policy")
 
     def run(self) -> None:

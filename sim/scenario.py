@@ -16,8 +16,11 @@ from .errors import ConfigError
 from .fsio import atomic_write_text, ensure_out_dir
 from .goodput.workload import is_pollux_workload, read_goodput_workload
 from .jobs import JobTable
+from .learning.workload import learning_workload, learning_world
+from .limits import clip
 from .policies import get_policy
 from .presets import load_cluster
+from .placement import DEFAULT_TYPE_CHOICE
 from .throughput import TableThroughput
 from .workload import generate_workload
 
@@ -42,23 +45,48 @@ class Scenario:
     round_s: float | None = None
     restart_delay_s: float | None = None
     throughputs: str | None = None        # "replay", a Gavel JSON or a calib.toml; default built-in
+    type_choice: str = DEFAULT_TYPE_CHOICE  # EngineConfig.type_choice (seeded by ``seed``)
+    multi_server: str = "measured"        # TableThroughput's multi-server rate rule ("gavel": Gavel's)
+    skip_invalid: bool = False            # drop (and count) jobs that cannot run, else an error
     progress: bool = False
     policy_params: dict = field(default_factory=dict)   # policy name -> {parameter: value}
+    #: generate the EGHS experiment's workload (sim.learning.workload): elastic time-to-accuracy
+    #: jobs with learning profiles and user budgets, each run with its learning simulator
+    learning: bool = False
+
+    def __post_init__(self):
+        if self.learning and self.workload != "generate":
+            raise ConfigError(f"--learning generates its workload (elastic time-to-accuracy jobs with "
+                              f"learning profiles): use it with --workload generate, not "
+                              f"{clip(repr(self.workload))}")
 
     def build(self) -> tuple[Cluster, JobTable, TableThroughput]:
         """The cluster, the workload and the oracle.  A trace file runs its recorded run times
         (:func:`sim.traces.read_workload`) unless ``throughputs`` names an oracle."""
+        cluster, table, oracle = self._build()
+        if not (self.workload != "generate" and is_pollux_workload(self.workload)):
+            mixing = all(getattr(get_policy(p), "rate_model", None) is not None for p in self.policies)
+            table = table.validate_against(cluster, skip_invalid=self.skip_invalid, oracle=oracle,
+                                           mixing=mixing)
+        return cluster, table, oracle
+
+    def _build(self):
         cluster = load_cluster(self.cluster)
         if self.workload != "generate" and is_pollux_workload(self.workload):
             table, goodput_oracle = read_goodput_workload(self.workload)
-            return cluster, table, goodput_oracle if not self.throughputs else _oracle(self.throughputs, cluster)
+            if self.throughputs:
+                goodput_oracle = _oracle(self.throughputs, cluster, self.multi_server)
+            return cluster, table, goodput_oracle
         if self.workload != "generate":
             from .traces import read_workload
-            oracle = _oracle(self.throughputs, cluster) if self.throughputs else None
+            oracle = _oracle(self.throughputs, cluster, self.multi_server) if self.throughputs else None
             table, oracle = read_workload(Path(self.workload), cluster, format=self.trace_format,
                                           oracle=oracle)
             return cluster, table, oracle
-        oracle = _oracle(self.throughputs, cluster)
+        oracle = _oracle(self.throughputs, cluster, self.multi_server)
+        if self.learning:
+            return cluster, learning_workload(self.jobs, self.load, self.seed, oracle, sizes=self.sizes,
+                                              durations=self.durations), oracle
         table = generate_workload(self.jobs, self.load, self.seed, sizes=self.sizes,
                                   durations=self.durations, throughput=oracle)
         return cluster, table, oracle
@@ -77,7 +105,8 @@ class Scenario:
     def engine_config(self) -> EngineConfig:
         """The run's engine settings, validated (round period, restart delay)."""
         return EngineConfig(round_s=self.round_s, restart_delay_s=self.restart_delay_s,
-                            progress=self.progress)
+                            progress=self.progress, type_choice=self.type_choice,
+                            type_seed=int(self.seed))
 
     def run(self, built=None, on_result=None) -> dict[str, SimResult]:
         """Run every policy; ``on_result(name, result)`` is called as each one finishes."""
@@ -86,24 +115,26 @@ class Scenario:
         cluster, table, oracle = built if built is not None else self.build()
         results = {}
         for name, policy in policies.items():
-            results[name] = simulate(cluster, table, policy, oracle, config)
+            world = learning_world(table, oracle, self.seed) if self.learning else None
+            results[name] = simulate(cluster, table, policy, oracle, config, learning=world)
             if on_result is not None:
                 on_result(name, results[name])
         return results
 
 
-def _oracle(path: str | None, cluster: Cluster):
+def _oracle(path: str | None, cluster: Cluster, multi_server: str = "measured"):
     """The built-in table; "replay" (every trace job runs exactly its recorded time, see
-    sim.traces.replaying); a Gavel-format throughput JSON; or a calib.toml of fitted models."""
+    sim.traces.replaying); a Gavel-format throughput JSON; or a calib.toml of fitted models.
+    ``multi_server``: the tables' rule for placements over several servers."""
     if not path:
-        return TableThroughput.builtin()
+        return TableThroughput.builtin(multi_server=multi_server)
     if path == "replay":
         from .traces.replaying import replay_oracle
         return replay_oracle(cluster)
     if str(path).endswith(".toml"):
         from .calibration.oracle import CalibratedThroughput
         return CalibratedThroughput.from_toml(path)
-    return TableThroughput.from_gavel_json(path)
+    return TableThroughput.from_gavel_json(path, multi_server=multi_server)
 
 
 class OutputWriter:

@@ -34,6 +34,10 @@ class JobSpecs:
     #: per job, its finite set of allowed GPU counts (Hops' requirement set, the job table's
     #: ``gpus_allowed``) as a tuple, or None; None for the whole run when no job has one
     gpus_allowed: tuple | None = None
+    #: float64 [n_jobs, n_cluster_types]: each job's throughput on each GPU type of the run's
+    #: cluster at its request, consolidated (the engine fills it in; 0: cannot run there, and
+    #: no placer puts it there); None outside a run
+    type_rates: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.arrival.shape[0])
@@ -72,6 +76,10 @@ class SchedState:
     #: measurements of the jobs' iterations on the servers they ran on (sim.hops.servers.Monitor:
     #: the running-mode profiler of a run with hidden server truth), None in runs without one
     monitor: object | None = None
+    #: the run's type choice rule for type-blind placement (sim.placement.TYPE_CHOICES;
+    #: ``EngineConfig.type_choice``) and its seed
+    type_choice: str = "first-fit"
+    type_seed: int = 0
 
     @property
     def demand(self) -> np.ndarray:

@@ -9,9 +9,11 @@ throughput table (``simulation_throughputs.json``) and applies these rules:
   ``rate = min_{t used} T[model][t][k] * min_speed`` with ``k`` the job's GPU count and
   ``min_speed`` the smallest speed factor of the servers it uses (Hops' server-entity
   heterogeneity; algorithms.md §4.3: "the slowest GPU dominates").
-* **Spread**: when a placement spans more than one node, Gavel's ``<type>_unconsolidated``
-  measurement is used where the table has it; otherwise the consolidated rate is multiplied by
-  ``spread_penalty`` (default :data:`SPREAD_PENALTY`).
+* **Spread** (``multi_server="measured"``, the default): when a placement spans more than one
+  node, Gavel's ``<type>_unconsolidated`` measurement is used where the table has it; otherwise
+  the consolidated rate is multiplied by ``spread_penalty`` (default :data:`SPREAD_PENALTY`).
+  ``multi_server="gavel"`` is Gavel's simulator's rule (its fidelity mode): the consolidated
+  rate whatever the servers (Gavel's simulator never reads the ``_unconsolidated`` entries).
 * **Counts not measured**: linear interpolation in ``k`` between measured counts (0 if either
   neighbour is a measured 0); below the smallest measured count, the per-GPU rate of that count
   is kept; beyond the largest measured count ``K``, each extra GPU adds ``scaling_efficiency``
@@ -20,6 +22,11 @@ throughput table (``simulation_throughputs.json``) and applies these rules:
   ``T[t] = T[ref] * speed[t] / speed[ref]``, with ``speed`` from :data:`RELATIVE_SPEED`
   (peak FP32 TFLOPS from vendor spec sheets) unless the caller passes its own.  A type in neither
   the table nor the speed table is a :class:`~sim.errors.ConfigError`.
+
+* **Network**: the rates hold the communication of the network they were measured on
+  (``reference_bandwidth_gbps``, default the cluster defaults); on a cluster with other bandwidths
+  the engine replaces the ring all-reduce term by the one over the placement's slowest link
+  (:mod:`sim.network`, docs/network.md).  Policies read these rates as measured.
 
 A rate of 0 means the job cannot run there (Gavel measured 0, e.g. ResNet-50 with batch 128 on
 2+ K80s: out of memory); policies must not place a job where its rate is 0.
@@ -50,7 +57,7 @@ from typing import Mapping, Protocol, runtime_checkable
 import numpy as np
 from numba import njit
 
-from .cluster import canonical_gpu_type
+from .cluster import DEFAULT_INTER_BW_GBPS, DEFAULT_INTRA_BW_GBPS, canonical_gpu_type
 from .errors import ConfigError
 from .fsio import read_text_file
 
@@ -59,6 +66,7 @@ __all__ = [
     "TableThroughput",
     "default_oracle",
     "SPREAD_PENALTY",
+    "MULTI_SERVER_RULES",
     "SCALING_EFFICIENCY",
     "RELATIVE_SPEED",
     "REFERENCE_TYPE",
@@ -69,6 +77,12 @@ __all__ = [
     "model_family",
     "BUILTIN_TABLES",
 ]
+
+#: How a placement over several servers is rated (TableThroughput's ``multi_server``):
+#: "measured" (ours, the default: Gavel's ``_unconsolidated`` measurement, else the consolidated
+#: rate x ``spread_penalty``) or "gavel" (Gavel's simulator: the consolidated rate whatever the
+#: servers; the fidelity mode of scalability/gavel_fidelity.py).
+MULTI_SERVER_RULES = ("measured", "gavel")
 
 #: Multiplier on the consolidated rate of a placement spread over > 1 node when the table has no
 #: ``*_unconsolidated`` measurement for that type.  Our choice [I].
@@ -292,6 +306,20 @@ def _placement_rates(E, KX, m, k, nn, mask, sp, efficiency, n_types):
     return out
 
 
+def _check_reference_bandwidths(reference, source: str) -> tuple[float, float] | None:
+    if reference is None:
+        return None
+    try:
+        intra, inter = (float(b) for b in reference)
+    except (TypeError, ValueError):
+        raise ConfigError(f"throughput table {source}: reference_bandwidth_gbps must be None or "
+                          f"(intra, inter) Gbit/s, got {reference!r}") from None
+    if not (0 < intra < math.inf and 0 < inter < math.inf):
+        raise ConfigError(f"throughput table {source}: reference bandwidths must be finite and > 0, "
+                          f"got {reference!r}")
+    return intra, inter
+
+
 class ModelLookup:
     """Model names to indices and per-model restart delays, shared by the oracles.
 
@@ -349,6 +377,9 @@ class TableThroughput(ModelLookup):
         reference_type: the type durations refer to (default ``"v100"``, else the first type).
         spread_penalty, scaling_efficiency, relative_speed: see the module docstring.
         restart_delays: model (or family) -> seconds; default Sia's :data:`RESTART_DELAY_S`.
+        reference_bandwidth_gbps: (intra, inter) Gbit/s of the network the rates hold; the engine
+            replaces that communication by the one at the cluster's bandwidths (sim.network).
+            Default: the cluster defaults.  None: the rates do not depend on bandwidths.
         source: a label for error messages.
     """
 
@@ -359,8 +390,15 @@ class TableThroughput(ModelLookup):
                  restart_delays: Mapping[str, float] | None = None,
                  default_restart_delay_s: float = DEFAULT_RESTART_DELAY_S,
                  pairs: Mapping[tuple[str, str, int, str], tuple[float, float]] | None = None,
-                 source: str = "<memory>") -> None:
+                 reference_bandwidth_gbps: tuple[float, float] | None = (DEFAULT_INTRA_BW_GBPS,
+                                                                         DEFAULT_INTER_BW_GBPS),
+                 multi_server: str = "measured", source: str = "<memory>") -> None:
         self.source = source
+        self.reference_bandwidth_gbps = _check_reference_bandwidths(reference_bandwidth_gbps, source)
+        if multi_server not in MULTI_SERVER_RULES:
+            raise ConfigError(f"multi_server must be one of {', '.join(MULTI_SERVER_RULES)}, "
+                              f"got {multi_server!r}")
+        self.multi_server = multi_server
         if not (0.0 < spread_penalty <= 1.0):
             raise ConfigError(f"spread_penalty must be in (0, 1], got {spread_penalty}")
         if not (0.0 <= scaling_efficiency <= 1.0):
@@ -416,8 +454,10 @@ class TableThroughput(ModelLookup):
                     else:
                         raise ConfigError(f"throughput table {source}: model {m!r} is not measured on "
                                           f"{t!r} and {t!r} has no relative speed")
-                upts = unc.get(t, {}).get(m)
-                if upts:
+                upts = unc.get(t, {}).get(m) if multi_server == "measured" else None
+                if multi_server == "gavel":
+                    D[mi, ti, 1], KX[mi, ti, 1] = D[mi, ti, 0], KX[mi, ti, 0]
+                elif upts:
                     D[mi, ti, 1], KX[mi, ti, 1] = _dense(upts, kd)
                 else:
                     D[mi, ti, 1], KX[mi, ti, 1] = D[mi, ti, 0] * self.spread_penalty, KX[mi, ti, 0]
@@ -610,8 +650,9 @@ class TableThroughput(ModelLookup):
         return np.asarray(duration_s, dtype=np.float64) * self.reference_rate(model_idx, ngpu)
 
     def __repr__(self) -> str:
+        rule = "" if self.multi_server == "measured" else f", multi_server {self.multi_server}"
         return (f"TableThroughput({len(self.models)} models, types {', '.join(self.gpu_types)}, "
-                f"reference {self.reference_type}, source {self.source})")
+                f"reference {self.reference_type}{rule}, source {self.source})")
 
 
 @lru_cache(maxsize=1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.cluster import Cluster
+from sim.cluster import DEFAULT_INTER_BW_GBPS, DEFAULT_INTRA_BW_GBPS, Cluster
 from sim.state import JobSpecs
 
 
@@ -35,12 +35,27 @@ class LinearOracle:
         return 10.0
 
 
-def small_cluster(gpus=(4, 4, 2), types=(0, 1, 1), speed=(1.0, 1.0, 0.5)) -> Cluster:
-    n = len(gpus)
+class NetworkOracle(LinearOracle):
+    """LinearOracle whose rates hold the default bandwidths: on a cluster with others the engine
+    replaces its ring all-reduce term (sim.network; models m0/m1 all-reduce the default
+    gradient size)."""
+
+    reference_bandwidth_gbps = (DEFAULT_INTRA_BW_GBPS, DEFAULT_INTER_BW_GBPS)
+
+
+def small_cluster(gpus=(4, 4, 2), types=(0, 1, 1), speed=(1.0, 1.0, 0.5),
+                  bandwidths=((DEFAULT_INTRA_BW_GBPS, DEFAULT_INTER_BW_GBPS),) * 2) -> Cluster:
+    """``bandwidths``: (intra, inter) Gbit/s per GPU type (fast, slow); default: the defaults."""
+    bw = np.asarray(bandwidths, float)[np.asarray(types, np.int64)]
     return Cluster(name="test", gpu_types=("fast", "slow"),
                    node_gpus=np.array(gpus, np.int32), node_type=np.array(types, np.int32),
-                   node_speed=np.array(speed, float), intra_bw_gbps=np.full(n, 100.0),
-                   inter_bw_gbps=np.full(n, 10.0))
+                   node_speed=np.array(speed, float), intra_bw_gbps=bw[:, 0].copy(),
+                   inter_bw_gbps=bw[:, 1].copy())
+
+
+#: per-type bandwidths unlike the defaults for the network term: the fast type has a faster
+#: NVLink-class link inside a node and a 40 Gbit/s network, the slow type PCIe-class 64 and 2
+NETWORK_BANDWIDTHS = ((1000.0, 40.0), (64.0, 2.0))
 
 
 def specs(arrival, demand, work, model=None, delay=10.0) -> JobSpecs:
@@ -52,3 +67,32 @@ def specs(arrival, demand, work, model=None, delay=10.0) -> JobSpecs:
     return JobSpecs(arrival=np.asarray(arrival, float), demand=demand, gpus_min=demand.copy(),
                     gpus_max=demand.copy(), model=model, work=work, est_duration=work / ref,
                     priority=np.ones(n), restart_delay=np.full(n, float(delay)))
+
+
+class BarredOracle(LinearOracle):
+    """LinearOracle where model 1 cannot run on "slow" GPUs (rate 0 there, like Gavel's
+    ResNet-50 at batch 128 on K80s)."""
+
+    def rates(self, model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types):
+        r = super().rates(model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types)
+        if "slow" not in cluster_types:
+            return r
+        slow = (np.asarray(type_mask) >> list(cluster_types).index("slow")) & 1 == 1
+        return np.where(slow & (np.asarray(model_idx) == 1), 0.0, r)
+
+
+def runnable(jobs: JobSpecs, cluster: Cluster, oracle, mixing: bool = False) -> JobSpecs:
+    """``jobs`` made runnable on ``cluster``: a job that can run on no type becomes model 0,
+    and each request is cut to the GPUs of the largest type the job can run on (``mixing``:
+    of all those types together, for policies that mix types)."""
+    from sim.engine import type_rate_table
+    model = np.asarray(jobs.model, np.int32).copy()
+    have = cluster.gpus_per_type()[None, :] > 0
+    ok = (type_rate_table(cluster, jobs, oracle) > 0) & have
+    model[~ok.any(axis=1)] = 0
+    jobs = specs(jobs.arrival, jobs.demand, jobs.work, model, delay=float(jobs.restart_delay[0]))
+    ok = type_rate_table(cluster, jobs, oracle) > 0
+    room = ok * cluster.gpus_per_type()[None, :]
+    cap = room.sum(axis=1) if mixing else room.max(axis=1)
+    demand = np.minimum(jobs.demand, cap)
+    return specs(jobs.arrival, demand, jobs.work, model, delay=float(jobs.restart_delay[0]))

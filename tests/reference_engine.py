@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from sim.defrag import defragment_plan
+from sim.network import COMM_SHARE_CAP, GBIT_BYTES, gradient_bytes
 from sim.placement import placement_summary
 from sim.state import ARRIVAL, COMPLETION, ROUND, TIMER, SchedState
 
@@ -58,7 +59,10 @@ class RefJob:
         self.last_update = t
 
 
-def reference_run(cluster, jobs, policy, oracle, round_s):
+def reference_run(cluster, jobs, policy, oracle, round_s, type_choice="first-fit", type_seed=0):
+    """``type_choice``/``type_seed``: the run's GPU type rule (EngineConfig's), handed to the
+    policies through their SchedState; the placer (sim.placement, held to
+    tests/reference_placement.py) applies it."""
     n = len(jobs)
     js = [RefJob(float(jobs.arrival[i]), float(jobs.work[i]), float(jobs.restart_delay[i]))
           for i in range(n)]
@@ -146,7 +150,7 @@ def reference_run(cluster, jobs, policy, oracle, round_s):
         if done == n:
             break
         state = _state(now, reasons, cluster, jobs, js, cap, used, getattr(policy, "view", "all"),
-                       oracle)
+                       oracle, type_choice, type_seed)
         plan = policy.schedule(state)
         if getattr(policy, "defragment", False):
             plan = defragment_plan(state, plan)
@@ -162,7 +166,8 @@ def reference_run(cluster, jobs, policy, oracle, round_s):
     }
 
 
-def _state(now, reasons, cluster, jobs, js, cap, used, view="all", oracle=None):
+def _state(now, reasons, cluster, jobs, js, cap, used, view="all", oracle=None,
+           type_choice="first-fit", type_seed=0):
     listed = ("queued",) if view == "queued" else ("queued", "running")
     active = [i for i, j in enumerate(js) if j.state in listed]
     live = [js[i].live(now) for i in active]        # reading never writes
@@ -184,7 +189,8 @@ def _state(now, reasons, cluster, jobs, js, cap, used, view="all", oracle=None):
                                for i in active]),
         pl_indptr=np.array(indptr, np.int64), pl_nodes=np.array(nodes, np.int32),
         pl_counts=np.array(counts, np.int32),
-        node_free=np.array([c - u for c, u in zip(cap, used)], np.int32), oracle=oracle)
+        node_free=np.array([c - u for c, u in zip(cap, used)], np.int32), oracle=oracle,
+        type_choice=type_choice, type_seed=type_seed)
 
 
 def _oracle_rate(state, i, placement, oracle, cluster, rate_model=None):
@@ -197,7 +203,29 @@ def _oracle_rate(state, i, placement, oracle, cluster, rate_model=None):
     ng, nn, mask, ms = placement_summary(ip, np.array([x for x, _ in placement], np.int32),
                                          np.array([c for _, c in placement], np.int32),
                                          cluster.node_type, cluster.node_speed)
-    return float(oracle.rates(state.jobs.model[[i]], ng, nn, mask, ms, cluster.gpu_types)[0])
+    rate = float(oracle.rates(state.jobs.model[[i]], ng, nn, mask, ms, cluster.gpu_types)[0])
+    return _network_rate(rate, oracle, int(state.jobs.model[i]), placement, cluster)
+
+
+def _network_rate(rate, oracle, model, placement, cluster):
+    """sim.network's term, node by node: the measured ring all-reduce of the oracle's reference
+    bandwidth replaced by the one over the placement's slowest link."""
+    reference = getattr(oracle, "reference_bandwidth_gbps", None)
+    k = sum(c for _, c in placement)
+    if reference is None or k <= 1 or not rate > 0:
+        return rate
+    nodes = [x for x, _ in placement]
+    if len(nodes) == 1:
+        link, base = float(cluster.intra_bw_gbps[nodes[0]]), float(reference[0])
+    else:
+        link, base = min(float(cluster.inter_bw_gbps[x]) for x in nodes), float(reference[1])
+    if link == base:
+        return rate
+    if link == 0:
+        return 0.0
+    tau = k / rate
+    ring = 2.0 * (k - 1.0) / k * float(gradient_bytes([oracle.models[model]])[0]) / (base * GBIT_BYTES)
+    return k / (tau + min(ring, COMM_SHARE_CAP * tau) * (base / link - 1.0))
 
 
 def _apply(now, state, plan, js, used, cap, oracle, cluster, push, rate_model=None):

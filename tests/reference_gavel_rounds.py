@@ -61,3 +61,60 @@ def assign_workers_reference(order, chosen, scale, placeable, prev_type, pl_indp
                     if free[node] == 0:
                         ptr += 1
     return np.asarray(owner, np.int64), np.asarray(nodes), np.asarray(counts), kept_total
+
+
+def round_plan_reference(ids, thr, alloc, deficit, time_so_far, in_alloc, worker_time, order,
+                         scale, left, skip_zero_priority, pl_indptr, pl_nodes, pl_counts,
+                         node_type, node_gpus):
+    """The numpy code that ``gavel_kernels.round_plan`` replaced: priorities, lexsorted
+    queues, the pick, the assignment, the plan grouped by job.  (chosen, indptr, nodes,
+    counts, lease extensions), or None when a type runs out of GPUs."""
+    x, placeable = alloc[ids], in_alloc[ids]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(worker_time > 0, time_so_far[ids] / worker_time, 0.0)
+        pri = np.where(frac > 0, x / frac, x * 1.0e9)
+    pri = np.where((x > 0) & (thr <= 0), 0.0, pri)
+    pri = np.where(placeable[:, None], pri, 0.0)
+    d = deficit[ids]
+    queues = np.stack([np.lexsort((-x[:, t], -d[:, t], -pri[:, t])) for t in range(thr.shape[1])]) \
+        if ids.size else np.zeros((thr.shape[1], 0), np.int64)
+    chosen = select_jobs_reference(order, queues, thr, pri, scale, left, skip_zero_priority)
+    lens = np.diff(pl_indptr)
+    prev = np.full(ids.size, -1, np.int64)
+    for i in np.flatnonzero(lens):
+        types = set(node_type[pl_nodes[pl_indptr[i]:pl_indptr[i + 1]]].tolist())
+        prev[i] = types.pop() if len(types) == 1 else -1
+    got = assign_workers_reference(order, chosen, scale, placeable, prev, pl_indptr, pl_nodes,
+                                   pl_counts, node_type, node_gpus)
+    if got is None:
+        return None
+    owner, nodes, counts, kept = got
+    by_job = np.argsort(owner, kind="stable")
+    indptr = np.r_[0, np.cumsum(np.bincount(owner, minlength=ids.size))].astype(np.int64)
+    return chosen, indptr, nodes[by_job], counts[by_job], kept
+
+
+def credit_finished_reference(ids, ran_on, member, worker_time, elapsed):
+    """The numpy code ``gavel_kernels.credit_finished`` replaced (in place; True if any left)."""
+    active = np.zeros(ran_on.shape[0], bool)
+    active[ids] = True
+    ran = np.flatnonzero(ran_on >= 0)
+    gone = ran[~active[ran]]
+    if gone.size:
+        np.add.at(worker_time, ran_on[gone], elapsed)
+        ran_on[gone] = -1
+        member[gone] = False
+    return bool(gone.size)
+
+
+def credit_running_reference(ids, ran_on, member, time_so_far, worker_time, elapsed):
+    t = ran_on[ids]
+    on = t >= 0
+    if on.any():
+        time_so_far[ids[on], t[on]] += elapsed
+        np.add.at(worker_time, t[on], elapsed)
+    active = np.zeros(member.shape[0], bool)
+    active[ids] = True
+    gone = np.flatnonzero(member & ~active)
+    member[gone] = False
+    return bool(gone.size)

@@ -19,13 +19,26 @@ def _most_free_first(free, nodes):
     return sorted((i for i in nodes if free[i] > 0), key=lambda i: (-free[i], i))
 
 
-def place_one(free, node_type, n_types, want, mode):
-    """Place `want` GPUs; `free` (a list) is updated.  Returns [(node, count)], [] if impossible."""
-    if want <= 0 or sum(free) < want:
+def per_type(values, node_type, n_types):
+    return [sum(v for v, t in zip(values, node_type) if t == k) for k in range(n_types)]
+
+
+def choose_type(allowed, key, tfree, tbudget, want):
+    """The allowed type whose free GPUs hold `want` (tier 0), else whose budget does (tier 1);
+    smallest key within the best tier, ties by lowest type; -1 if none."""
+    cands = [(0 if tfree[t] >= want else 1, key[t], t) for t in range(len(key))
+             if (allowed >> t) & 1 and (tfree[t] >= want or tbudget[t] >= want)]
+    return min(cands)[2] if cands else -1
+
+
+def place_in_type(free, node_type, t, want, mode):
+    """Place `want` GPUs of type t; `free` (a list) is updated.  [(node, count)], [] if no room."""
+    nodes = [i for i in range(len(free)) if node_type[i] == t]
+    if want <= 0 or t < 0 or sum(free[i] for i in nodes) < want:
         return []
     taken: dict[int, int] = {}
     if mode == SPREAD:
-        order = _most_free_first(free, range(len(free)))
+        order = _most_free_first(free, nodes)
         left = {i: free[i] for i in order}
         need = want
         while need > 0:                      # one GPU per node per pass
@@ -35,20 +48,12 @@ def place_one(free, node_type, n_types, want, mode):
                     taken[i] = taken.get(i, 0) + 1
                     need -= 1
     else:
-        fits = [i for i in range(len(free)) if free[i] >= want]
-        if fits:                             # first fit on one node
+        fits = [i for i in nodes if free[i] >= want]
+        if fits:                             # first fit on one node of the type
             taken[fits[0]] = want
-        else:
-            per_type = [sum(free[i] for i in range(len(free)) if node_type[i] == t)
-                        for t in range(n_types)]
-            enough = [t for t in range(n_types) if per_type[t] >= want]
-            if enough:                       # one type: the one with most free (ties: lowest)
-                best = max(enough, key=lambda t: (per_type[t], -t))
-                pool = [i for i in range(len(free)) if node_type[i] == best]
-            else:                            # across types
-                pool = list(range(len(free)))
+        else:                                # fewest nodes of the type
             need = want
-            for i in _most_free_first(free, pool):
+            for i in _most_free_first(free, nodes):
                 if need == 0:
                     break
                 g = min(free[i], need)
@@ -59,38 +64,71 @@ def place_one(free, node_type, n_types, want, mode):
     return sorted(taken.items())
 
 
-def greedy_place(order, want, current, node_cap, node_type, n_types, mode, preemptive, blocking):
+def place_one(free, node_type, n_types, want, mode, allowed=None, key=None):
+    """Place `want` GPUs on the one type choose_type picks on the free GPUs."""
+    allowed = (1 << n_types) - 1 if allowed is None else allowed
+    key = list(range(n_types)) if key is None else key
+    if want <= 0:
+        return []
+    tf = per_type(free, node_type, n_types)
+    return place_in_type(free, node_type, choose_type(allowed, key, tf, tf, want), want, mode)
+
+
+def greedy_place(order, want, current, node_cap, node_type, n_types, mode, preemptive, blocking,
+                 allowed=None, keys=None):
     """Recompute all placements.  `current`: list (one per active job) of placements.
 
     Returns the new list of placements.  Rules (sim.placement.greedy_place):
     - only the first occurrence of a job in `order` counts; want <= 0: not a candidate;
+    - every job gets GPUs of one type, an allowed one (`allowed[i]`, a bit mask), the one
+      choose_type picks with its keys (`keys[i]`);
     - non-preemptive: running jobs keep their placement; candidates that are not
-      running are placed in order;
-    - preemptive: walk the candidates in order, selecting those whose GPU count
-      still fits in the cluster's total (blocking: stop at the first that does
-      not); selected running jobs whose size is unchanged keep their placement,
-      every other job loses its GPUs; the remaining selected jobs are placed in
-      order;
+      running are placed in order on the GPUs left;
+    - preemptive: walk the candidates in order with a budget per type (all its GPUs); a
+      running job whose size is unchanged is selected on its own type if that type's budget
+      still holds it; any other job (a running one then moves) if choose_type finds a type
+      whose GPUs free now (less the new placements so far) hold it, else whose budget does;
+      blocking: stop at the first that is not selected.  Selected running jobs whose size and
+      type are unchanged keep their placement, every other job loses its GPUs; the remaining
+      selected jobs are placed in order on the type they were selected on;
     - blocking: placement stops at the first candidate that cannot be placed.
     """
     n = len(want)
+    allowed = [(1 << n_types) - 1] * n if allowed is None else [int(a) for a in allowed]
+    keys = [list(range(n_types))] * n if keys is None else [list(k) for k in keys]
     cands = []
     for i in order:
         if i not in cands:
             cands.append(i)
     size = [sum(c for _, c in p) for p in current]
+    types = [{node_type[node] for node, _ in p} for p in current]
+    cur_t = [next(iter(ts)) if len(ts) == 1 else -1 for ts in types]
+    sel_type = {}
     if preemptive:
         selected = set()
-        budget = sum(node_cap)
+        budget = per_type(node_cap, node_type, n_types)
+        free_now = list(budget)
+        for p in current:
+            for node, c in p:
+                free_now[node_type[node]] -= c
         for i in cands:
             if want[i] <= 0:
                 continue
-            if want[i] <= budget:
-                selected.add(i)
-                budget -= want[i]
-            elif blocking:
-                break
-        keep = {i for i in range(n) if i in selected and size[i] > 0 and size[i] == want[i]}
+            if size[i] > 0 and size[i] == want[i] and cur_t[i] >= 0 and budget[cur_t[i]] >= want[i]:
+                t = cur_t[i]                 # it keeps its GPUs
+            else:                            # a new job, or one whose type is taken: it moves
+                t = choose_type(allowed[i], keys[i], free_now, budget, want[i])
+                if t >= 0:
+                    free_now[t] -= want[i]
+            if t < 0:
+                if blocking:
+                    break
+                continue
+            selected.add(i)
+            sel_type[i] = t
+            budget[t] -= want[i]
+        keep = {i for i in range(n) if i in selected and size[i] > 0 and size[i] == want[i]
+                and cur_t[i] >= 0 and sel_type[i] == cur_t[i]}
     else:
         selected = set(cands)
         keep = {i for i in range(n) if size[i] > 0}
@@ -103,7 +141,12 @@ def greedy_place(order, want, current, node_cap, node_type, n_types, mode, preem
     for i in cands:
         if i in keep or i not in selected or want[i] <= 0:
             continue
-        got = place_one(free, node_type, n_types, want[i], mode)
+        if preemptive:
+            t = sel_type[i]
+        else:
+            tf = per_type(free, node_type, n_types)
+            t = choose_type(allowed[i], keys[i], tf, tf, want[i])
+        got = place_in_type(free, node_type, t, want[i], mode)
         if not got:
             if blocking:
                 break
@@ -144,5 +187,5 @@ def to_csr(placements):
     return indptr, nodes, counts
 
 
-__all__ = ["CONSOLIDATED", "SPREAD", "place_one", "greedy_place", "placement_summary",
+__all__ = ["CONSOLIDATED", "SPREAD", "choose_type", "place_in_type", "place_one", "greedy_place", "placement_summary",
            "changed_jobs", "to_lists", "to_csr"]

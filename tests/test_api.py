@@ -121,3 +121,18 @@ def test_api_module_examples_run():
 
     failed, tried = doctest.testmod(sim.api)
     assert tried and not failed
+
+
+def test_simulate_reads_a_pollux_workload_as_the_cli_does(tmp_path, monkeypatch):
+    # a Pollux-format CSV runs on its goodput profiles from sim.simulate too (not only the CLI)
+    from goodput_helpers import random_rows, write_profile, write_workload
+
+    from sim.goodput.workload import read_goodput_workload
+
+    write_profile(tmp_path / "data" / "profiles" / "pollux")
+    monkeypatch.setenv("CLUSTERSIM_SHARED_DATA", str(tmp_path / "data"))
+    wl = write_workload(tmp_path / "w.csv", random_rows(6, 3))
+    got = sim.simulate("pollux-64", wl, "pollux-tiresias")
+    table, oracle = read_goodput_workload(wl)
+    want = engine_simulate(get_preset("pollux-64"), table, get_policy("pollux-tiresias"), oracle)
+    assert np.array_equal(got.finish, want.finish)

@@ -60,4 +60,34 @@ def test_bad_input_is_a_clear_error(args, message, capsys):
 def test_job_larger_than_cluster_is_rejected(capsys):
     assert main(["run", "--cluster", "uniform:nodes=1,gpus=2,type=v100", "--jobs", "40",
                  "--policy", "fifo", "--no-progress"]) == 2
-    assert "requests" in capsys.readouterr().err
+    err = capsys.readouterr().err       # a TraceError naming the row and field
+    assert "row 3, field 'gpus': job needs at least 4 GPUs" in err
+
+
+def _k80_table(tmp_path):
+    """Two jobs on a K80-only cluster; ResNet-50 at batch 128 on 4 GPUs cannot run on K80s."""
+    path = tmp_path / "jobs.csv"
+    path.write_text("arrival_s,gpus,model,duration_s\n"
+                    "0,1,ResNet-18 (batch size 64),600\n"
+                    '0,4,"ResNet-50 (batch size 128)",600\n')
+    return ["run", "--cluster", "uniform:nodes=2,gpus=4,type=k80", "--workload", str(path),
+            "--policy", "fifo", "--no-progress"]
+
+
+def test_job_that_cannot_run_anywhere_is_an_error_or_skipped(tmp_path, capsys):
+    args = _k80_table(tmp_path)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "jobs.csv" in err and "row 1, field 'model'" in err and "throughput 0 on every GPU type" in err
+    assert main(args + ["--skip-invalid"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped 1 invalid jobs" in out and "workload: 1 jobs" in out
+
+
+def test_type_choice_option(capsys):
+    for rule in ("first-fit", "fastest", "random"):
+        assert main(["run", "--cluster", "gavel-108", "--jobs", "20", "--load", "20", "--no-progress",
+                     "--policy", "srtf", "--type-choice", rule, "--multi-server-rate", "gavel"]) == 0
+    with pytest.raises(SystemExit):
+        main(["run", "--type-choice", "slowest", "--no-progress"])
+    assert "invalid choice: 'slowest'" in capsys.readouterr().err

@@ -56,3 +56,36 @@ def test_help_shows_defaults(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "jobs to generate (default: 300)" in text and "(default: gavel-108)" in text
     assert "(default: table)" in text and "(default: None)" not in text and "(default: False)" not in text
+
+
+NOISY_POLICY = '''
+import os
+from sim.policies import register
+from sim.policies.queue import FIFO
+
+
+@register
+class NoisyFifo(FIFO):
+    """FIFO that writes to file descriptor 1 from inside the run, as C solvers do."""
+    name = "noisy-fifo"
+
+    def order(self, state):
+        os.write(1, b"solver noise\\n")
+        return super().order(state)
+'''
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_prints_from_inside_the_run_do_not_corrupt_machine_readable_output(tmp_path, fmt):
+    import subprocess
+    import sys
+    path = tmp_path / "noisy.py"
+    path.write_text(NOISY_POLICY)
+    proc = subprocess.run([sys.executable, "-m", "sim.cli", "run", "--cluster", "uniform:nodes=2,gpus=4",
+                           "--jobs", "8", "--no-progress", "--policy-file", str(path), "--policy", "noisy-fifo",
+                           "--format", fmt], capture_output=True, text=True, check=True)
+    assert "solver noise" in proc.stderr and "solver noise" not in proc.stdout
+    if fmt == "json":
+        assert set(json.loads(proc.stdout)) == {"noisy-fifo"}
+    else:
+        assert next(csv.reader(io.StringIO(proc.stdout)))[0] == "policy"

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine_helpers import LinearOracle, small_cluster, specs
+from engine_helpers import (NETWORK_BANDWIDTHS, BarredOracle, LinearOracle, NetworkOracle, runnable,
+                            small_cluster, specs)
 from reference_engine import reference_run
 from sim.engine import EngineConfig, run_jobs
 from sim.policies import get_policy, list_policies
@@ -33,14 +34,10 @@ def workloads(draw):
     return specs(arrival, demand, work, model, delay=draw(st.sampled_from([0.0, 5.0])))
 
 
-def _fit_one_type(name, jobs, cluster):
-    """Policies that never mix GPU types in a job reject requests larger than every type:
-    cap the drawn requests at the largest type's GPU count for them."""
-    if not getattr(get_policy(name), "single_type_jobs", False):
-        return jobs
-    most = int(np.bincount(cluster.node_type, weights=cluster.node_gpus).max())
-    demand = np.minimum(jobs.demand, most).astype(np.int32)
-    return replace(jobs, demand=demand, gpus_min=demand.copy(), gpus_max=demand.copy())
+def _fit_one_type(name, jobs, cluster, oracle):
+    """Jobs never span GPU types unless the policy mixes them (its own rate model): cut the
+    drawn requests to the largest type each job can run on (engine_helpers.runnable)."""
+    return runnable(jobs, cluster, oracle, getattr(get_policy(name), "rate_model", None) is not None)
 
 
 def _compare(c, r):
@@ -52,18 +49,38 @@ def _compare(c, r):
 @pytest.mark.parametrize("name", [p for p in POLICIES if p not in FEW_EXAMPLES])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=workloads(), round_s=st.sampled_from([0.0, 30.0]),
+       placement=st.sampled_from(["consolidated", "spread"]),
+       barred=st.booleans(), type_choice=st.sampled_from(["first-fit", "fastest", "random"]))
+def test_engine_matches_reference(name, jobs, round_s, placement, barred, type_choice):
+    check_against_reference(name, jobs, round_s, placement, barred, type_choice)
+
+
+#: the network term (sim.network) on clusters whose bandwidths differ from the oracle's
+#: reference: a native policy, a preemptive one, an elastic one with defragmentation, a round-based one
+NETWORK_POLICIES = ["fifo", "tiresias", "eghs-unaware", "gavel-max-min-fairness-perf"]
+
+
+@pytest.mark.parametrize("name", NETWORK_POLICIES)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=workloads(), round_s=st.sampled_from([0.0, 30.0]),
        placement=st.sampled_from(["consolidated", "spread"]))
-def test_engine_matches_reference(name, jobs, round_s, placement):
-    check_against_reference(name, jobs, round_s, placement)
+def test_engine_matches_reference_with_network_term(name, jobs, round_s, placement):
+    check_against_reference(name, jobs, round_s, placement,
+                            cluster=small_cluster(bandwidths=NETWORK_BANDWIDTHS), oracle=NetworkOracle())
 
 
-def check_against_reference(name, jobs, round_s, placement):
-    cluster = small_cluster()
-    oracle = LinearOracle()
-    jobs = _fit_one_type(name, jobs, cluster)
+def check_against_reference(name, jobs, round_s, placement, barred=False, type_choice="first-fit",
+                            cluster=None, oracle=None):
+    cluster = small_cluster() if cluster is None else cluster
+    # the gavel-* policies and themis choose types themselves (their own tests bar types)
+    barred = barred and not getattr(get_policy(name), "single_type_jobs", False)
+    if oracle is None:
+        oracle = BarredOracle() if barred else LinearOracle()
+    jobs = _fit_one_type(name, jobs, cluster, oracle)
     res = run_jobs(cluster, jobs, get_policy(name, placement=placement), oracle,
-                   EngineConfig(round_s=round_s))
-    ref = reference_run(cluster, jobs, get_policy(name, placement=placement), oracle, round_s)
+                   EngineConfig(round_s=round_s, type_choice=type_choice, type_seed=5))
+    ref = reference_run(cluster, jobs, get_policy(name, placement=placement), oracle, round_s,
+                        type_choice, 5)
     _compare({"first_start": res.first_start, "finish": res.finish,
               "gpu_seconds": res.gpu_seconds, "restarts": res.restarts}, ref)
 
@@ -92,6 +109,7 @@ class _ScaledSRTF:
 def test_rate_scale_changes_match_reference(jobs):
     cluster = small_cluster()
     oracle = LinearOracle()
+    jobs = runnable(jobs, cluster, oracle)
     res = run_jobs(cluster, jobs, _ScaledSRTF(), oracle, EngineConfig(round_s=0.0))
     ref = reference_run(cluster, jobs, _ScaledSRTF(), oracle, 0.0)
     _compare({"first_start": res.first_start, "finish": res.finish,

@@ -289,3 +289,132 @@ def test_round_kernels_match_reference(d):
     for g, w in zip(got[:3], want[:3]):
         np.testing.assert_array_equal(g, w)
     assert got[3] == want[3]
+
+
+@settings(max_examples=80, deadline=None)
+@given(d=_round_inputs(), data=st.data())
+def test_round_plan_matches_reference(d, data):
+    """The fused round kernel (priorities, queues, pick, assignment, plan) against the numpy
+    code it replaced, on job ids that are a subset of a larger run."""
+    from reference_gavel_rounds import round_plan_reference
+    from sim.policies.gavel_kernels import round_plan
+    n, m = d["scale"].size, d["m"]
+    n_jobs = n + data.draw(st.integers(0, 3))
+    ids = np.sort(np.array(data.draw(st.permutations(list(range(n_jobs))))[:n], np.int64))
+    vals = st.sampled_from([0.0, 0.25, 0.5, 1.0])
+    per_job = lambda: np.array(data.draw(st.lists(vals, min_size=n_jobs * m, max_size=n_jobs * m))
+                               ).reshape(n_jobs, m)
+    alloc, deficit = per_job(), per_job() - 0.5
+    time_so_far = per_job() * 360.0
+    in_alloc = np.array(data.draw(st.lists(st.booleans(), min_size=n_jobs, max_size=n_jobs)), bool)
+    worker_time = np.array(data.draw(st.lists(st.sampled_from([0.0, 180.0, 900.0]), min_size=m,
+                                              max_size=m)))
+    left = np.bincount(d["node_type"], weights=d["node_gpus"], minlength=m).astype(np.int64)
+    args = (ids, d["thr"], alloc, deficit, time_so_far, in_alloc, worker_time, d["order"],
+            d["scale"], left, d["skip"], d["pl_indptr"], d["pl_nodes"], d["pl_counts"],
+            d["node_type"], d["node_gpus"])
+    want = round_plan_reference(*args)
+    if want is None:
+        with pytest.raises(SimError, match="could not assign"):
+            round_plan(*args, "gavel-x")
+        return
+    got = round_plan(*args, "gavel-x")
+    for g, w in zip(got[:4], want[:4]):
+        np.testing.assert_array_equal(g, w)
+    assert got[4] == want[4]
+
+
+@st.composite
+def _lp_inputs(draw):
+    n, m = draw(st.integers(1, 7)), draw(st.integers(1, 3))
+    scale = np.array(draw(st.lists(st.sampled_from([1, 2, 4]), min_size=n, max_size=n)), float)
+    capacity = np.array(draw(st.lists(st.integers(1, 8), min_size=m, max_size=m)), float)
+    a = np.array(draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.5]), min_size=n * m,
+                               max_size=n * m))).reshape(n, m)
+    need = np.array(draw(st.lists(st.sampled_from([0.0, 0.1, 0.5, 2.0]), min_size=n, max_size=n)))
+    return scale, capacity, a, need, draw(st.sampled_from(["ipm", "simplex"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(d=_lp_inputs())
+def test_direct_highs_matches_linprog(d):
+    """AllocationLP calls HiGHS directly; the solutions are linprog's, to the last digit."""
+    from reference_gavel_lp import feasible_reference, max_min_reference, max_sum_reference
+    scale, capacity, a, need, solver = d
+    lp = AllocationLP(scale, capacity, solver)
+    want = max_min_reference(scale, capacity, a, solver)
+    if want is None:
+        with pytest.raises(SimError, match="max-min LP failed"):
+            lp.max_min(a)
+    else:
+        x, z = lp.max_min(a)
+        np.testing.assert_array_equal(x, want[0])
+        assert z == want[1]
+    np.testing.assert_array_equal(lp.max_sum(a), max_sum_reference(scale, capacity, a, solver))
+    got, want = lp.feasible(a, need), feasible_reference(scale, capacity, a, need, solver)
+    assert (got is None) == (want is None)
+    if got is not None:
+        np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_credit_kernels_match_reference(data):
+    """The round-time bookkeeping kernels against the numpy code they replaced, in place."""
+    from reference_gavel_rounds import credit_finished_reference, credit_running_reference
+    from sim.policies.gavel_kernels import credit_finished, credit_running
+    n_jobs, m = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 3))
+    ids = np.flatnonzero(np.array(data.draw(st.lists(st.booleans(), min_size=n_jobs, max_size=n_jobs))))
+    ran_on = np.array(data.draw(st.lists(st.integers(-1, m - 1), min_size=n_jobs, max_size=n_jobs)), np.int64)
+    member = np.array(data.draw(st.lists(st.booleans(), min_size=n_jobs, max_size=n_jobs)), bool)
+    time_so_far = np.array(data.draw(st.lists(st.sampled_from([180.0, 0.1, 1e7]), min_size=n_jobs * m,
+                                              max_size=n_jobs * m))).reshape(n_jobs, m)
+    worker_time = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.3, 1e9]), min_size=m, max_size=m)))
+    elapsed = data.draw(st.sampled_from([0.1, 360.0, 123.456]))
+    for kernel, ref, extra in ((credit_finished, credit_finished_reference, ()),
+                               (credit_running, credit_running_reference, (time_so_far,))):
+        got = [a.copy() for a in (ran_on, member, *extra, worker_time)]
+        want = [a.copy() for a in (ran_on, member, *extra, worker_time)]
+        assert kernel(ids, *got, elapsed) == ref(ids, *want, elapsed)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_linprog_fallback_gives_the_direct_solutions(monkeypatch):
+    """Without HiGHS bindings (scipy < 1.15, no highspy) the LPs go through linprog: the
+    same solutions."""
+    import sim.policies.gavel_lp as gavel_lp
+    rng = np.random.default_rng(3)
+    scale, capacity = rng.choice([1.0, 2.0, 4.0], 12), np.array([8.0, 6.0, 4.0])
+    a = rng.uniform(0.0, 3.0, (12, 3))
+    direct = AllocationLP(scale, capacity)
+    got = (direct.max_min(a), direct.max_sum(a), direct.feasible(a, np.full(12, 0.1)))
+    monkeypatch.setattr(gavel_lp, "_HIGHS", gavel_lp._LinprogHighs())
+    slow = AllocationLP(scale, capacity)
+    want = (slow.max_min(a), slow.max_sum(a), slow.feasible(a, np.full(12, 0.1)))
+    np.testing.assert_array_equal(got[0][0], want[0][0])
+    assert got[0][1] == want[0][1]
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[2], want[2])
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_finish_time_fairness_skips_only_decided_steps(data):
+    """The bisection that skips the steps earlier solves decide returns the X of the plain
+    bisection (every step solved), to the last digit."""
+    from reference_gavel_lp import finish_time_fair_reference
+    n, m = data.draw(st.integers(1, 8)), data.draw(st.integers(1, 3))
+    scale = np.array(data.draw(st.lists(st.sampled_from([1, 2, 4]), min_size=n, max_size=n)), float)
+    capacity = np.array(data.draw(st.lists(st.integers(4, 8), min_size=m, max_size=m)), float)
+    thr = np.array(data.draw(st.lists(st.sampled_from([0.5, 1.0, 2.0, 3.5]), min_size=n * m,
+                                      max_size=n * m))).reshape(n, m)
+    since = np.array(data.draw(st.lists(st.sampled_from([0.0, 100.0, 3600.0, 36000.0]),
+                                        min_size=n, max_size=n)))
+    remaining = np.array(data.draw(st.lists(st.sampled_from([1e2, 1e4, 1e6]), min_size=n, max_size=n)))
+    iso = np.sum(thr * isolated_allocation(scale, capacity), axis=1)
+    isolated = data.draw(st.sampled_from([0.0, 0.5, 1.0])) * since + remaining / iso
+    lp = AllocationLP(scale, capacity)
+    got = finish_time_fair_allocation(lp, thr, since, remaining, isolated, 1e-4)
+    np.testing.assert_array_equal(got, finish_time_fair_reference(lp, thr, since, remaining,
+                                                                  isolated, 1e-4))

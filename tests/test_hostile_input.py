@@ -339,11 +339,79 @@ def test_non_utf8_rows_name_the_line_and_are_skippable(tmp_path):
     assert "not_utf8; rows 1" in res.stdout and "malformed_row; rows 2" in res.stdout
 
 
-def test_non_utf8_json_names_the_line(tmp_path):
+FIX = Path(__file__).resolve().parent / "fixtures" / "traces"
+
+
+def _log_with_bad_bytes(tmp_path: Path) -> Path:
+    """The Philly job-log fixture with one byte that is not UTF-8 in job 1 (line 13)."""
+    raw = (FIX / "cluster_job_log.json").read_bytes()
+    assert raw.count(b'"ip": "m3"') == 1 and raw[: raw.index(b'"ip": "m3"')].count(b"\n") == 12
     p = tmp_path / "log.json"
-    p.write_bytes(b'[{"jobid": 1},\n{"jobid": "\xff"}]\n')
-    with pytest.raises(TraceError, match=r"not UTF-8 text: invalid bytes \(line 2\)"):
+    p.write_bytes(raw.replace(b'"ip": "m3"', b'"ip": "m3\xff"'))
+    return p
+
+
+def test_non_utf8_json_names_line_and_field_and_is_skippable(tmp_path):
+    p = _log_with_bad_bytes(tmp_path)
+    with pytest.raises(TraceError) as exc:
         read_trace(p, "philly-log")
+    assert (exc.value.file, exc.value.row, exc.value.field) == (str(p), 1, "attempts[0].detail[0].ip")
+    assert exc.value.message == "not UTF-8 text: invalid bytes (line 13)"
+    whole = read_trace(FIX / "cluster_job_log.json", "philly-log")
+    load = read_trace(p, "philly-log", skip_invalid=True)
+    assert 1 in whole.jobs.job_id.tolist()
+    assert load.jobs.job_id.tolist() == [j for j in whole.jobs.job_id.tolist() if j != 1]
+    assert load.report.skipped == {"not_utf8": 1} and load.report.rows == whole.report.rows
+    assert load.report.example_rows["skipped:not_utf8"] == [1]
+
+
+def test_non_utf8_json_through_the_cli(tmp_path):
+    p = _log_with_bad_bytes(tmp_path)
+    one_line_error(cli("trace", "stats", p, "--format", "philly-log"),
+                   contains="row 1, field 'attempts[0].detail[0].ip': not UTF-8 text: invalid bytes (line 13)")
+    res = cli("trace", "stats", p, "--format", "philly-log", "--skip-invalid")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert "not_utf8; rows 1" in res.stdout
+
+
+def test_non_utf8_json_lines_counts_lines_across_chunks(tmp_path):
+    from sim.traces.common import TraceReport, json_records
+    lines = [b'{"jobid": "j%d", "user": "u"}' % k for k in range(60)]
+    lines[39] = b'{"jobid": "j39", "us\xc3er": "u"}'            # a truncated 2-byte sequence, in a key
+    p = tmp_path / "log.jsonl"
+    p.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(TraceError) as exc:
+        list(json_records(p, report=TraceReport(str(p), "t"), chunk=64))   # many chunks, trimmed buffer
+    assert (exc.value.row, exc.value.field, exc.value.message) == (39, "us\\xc3er",
+                                                                    "not UTF-8 text: invalid bytes (line 40)")
+    report = TraceReport(str(p), "t")
+    kept = [k for k, _ in json_records(p, report=report, skip_invalid=True, chunk=64)]
+    assert kept == [k for k in range(60) if k != 39]
+    assert report.rows == 60 and report.skipped == {"not_utf8": 1}
+
+
+def test_non_utf8_job_table_rows_name_line_and_field_and_are_skippable(tmp_path):
+    p = tmp_path / "jobs.csv"
+    p.write_bytes(b"arrival_s,gpus,model,duration_s\n0,1,ResNet-18 (batch size 64),60\n"
+                  b"1,1,Res\xffNet,60\n2,1,ResNet-18 (batch size 64),30\n")
+    with pytest.raises(TraceError) as exc:
+        JobTable.read(p)
+    assert (exc.value.file, exc.value.row, exc.value.field) == (str(p), 1, "model")
+    assert exc.value.message == "not UTF-8 text: invalid bytes (line 3)"
+    kept = JobTable.read(p, skip_invalid=True)
+    assert kept.job_id.tolist() == [0, 2] and [e.row for e in kept.skipped] == [1]
+    one_line_error(cli("run", "--workload", p, "--policy", "fifo", "--no-progress"),
+                   contains="row 1, field 'model': not UTF-8 text: invalid bytes (line 3)")
+    res = cli("trace", "stats", p, "--format", "jobs", "--skip-invalid")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert "not_utf8; rows 1" in res.stdout
+
+
+def test_non_utf8_json_outside_a_string_is_an_error_even_when_skipping(tmp_path):
+    p = tmp_path / "log.json"
+    p.write_bytes(b'[{"jobid": "a"},\n {"jobid": "b"}\xff]\n')
+    with pytest.raises(TraceError, match=r"invalid bytes outside a string \(line 2\)"):
+        read_trace(p, "philly-log", skip_invalid=True)
 
 
 # hypothesis: random bytes and random rows to every reader raise only the project's errors

@@ -145,3 +145,25 @@ def test_plan_rate_scale_is_the_truth_times_the_policys():
                 rate_scale=np.array([0.5]))
     out = w.settle(st, plan)
     assert out.rate_scale[0] == pytest.approx(0.5)      # at demand EFF = 1, G = 1
+
+
+def test_micro_sampling_never_lowers_a_rate_and_keeps_equal_shards():
+    """Issue 16, micro level: shards and batches stay equal (the plan's placement, hence the
+    oracle's step, is untouched); the sampling tilt only changes which partitions samples come
+    from, so with any sampling shares every job's rate scale is >= the one without."""
+    from dataclasses import replace
+    jobs = _elastic(n=3, demand=2, gmax=4)
+    w = _world(jobs, sigma_d=0.5)
+    state = _state(jobs, [100.0, 100.0, 100.0], ngpu=(4, 4, 2))
+    plan = Plan(np.array([0, 1, 2, 3], np.int64), np.array([0, 1, 2], np.int32), np.array([4, 4, 2], np.int32))
+    base = w.settle(state, plan).rate_scale
+    rng = np.random.default_rng(0)
+    lifted = 0
+    for _ in range(50):
+        shares = rng.dirichlet(np.full(w.spec.k_cap, 0.5), size=3)
+        got = w.settle(state, replace(plan, sampling=shares))
+        assert (got.rate_scale >= base).all()
+        lifted += int((got.rate_scale > base).any())
+        for key in ("indptr", "nodes", "counts"):
+            np.testing.assert_array_equal(getattr(got, key), getattr(plan, key))
+    assert lifted > 0                       # the tilt toward harder partitions does gain

@@ -57,9 +57,11 @@ def test_jobs_table_hand_values(back_to_back):
 
 
 def test_jobs_table_decodes_type_masks_and_unknown_model_names():
-    # 8 GPUs spread over the fast and a slow node; 1 GPU on the slow half-speed node
-    r = _run(small_cluster(), specs([0.0, 0.0], [8, 1], [800.0, 100.0]))
+    # 4 GPUs on the fast node; 1 GPU on a slow node
+    r = _run(small_cluster(), specs([0.0, 0.0], [4, 1], [800.0, 100.0]))
     assert r.model_names == LinearOracle.models      # the engine records the oracle's names
+    assert r.gpu_types_used.tolist() == [1, 2]
+    r.gpu_types_used[0] = 3                           # as a job that ran on both types in turn
     r.model_names = None                              # a result without names
     t = metrics.jobs_table(r)
     assert t.column("gpu_types_used").to_pylist() == ["fast|slow", "slow"]

@@ -14,10 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine_helpers import LinearOracle, small_cluster, specs
-from sim.cluster import Cluster
+from engine_helpers import (NETWORK_BANDWIDTHS, BarredOracle, LinearOracle, NetworkOracle, runnable,
+                            small_cluster, specs)
+from sim.cluster import DEFAULT_INTER_BW_GBPS, DEFAULT_INTRA_BW_GBPS, Cluster
 from sim.engine import EngineConfig, run_jobs
-from sim.errors import SimError
+from sim.errors import ConfigError, SimError
 from sim.native import native_params
 from sim.policies import get_policy
 from sim.policies.queue import FIFO
@@ -38,12 +39,14 @@ def workloads(draw, max_jobs=30):
 
 
 @st.composite
-def clusters(draw):
+def clusters(draw, bandwidths=None):
     n = draw(st.integers(1, 5))
     gpus = draw(st.lists(st.sampled_from([1, 2, 4, 8]), min_size=n, max_size=n))
     types = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
     speed = draw(st.lists(st.sampled_from([1.0, 0.5, 0.75]), min_size=n, max_size=n))
-    return small_cluster(tuple(gpus), tuple(types), tuple(speed))
+    if bandwidths is None:
+        return small_cluster(tuple(gpus), tuple(types), tuple(speed))
+    return small_cluster(tuple(gpus), tuple(types), tuple(speed), bandwidths=bandwidths)
 
 
 def _policy(name, placement, thresholds):
@@ -52,9 +55,12 @@ def _policy(name, placement, thresholds):
     return get_policy(name, placement=placement)
 
 
-def assert_same_run(cluster, jobs, make_policy, round_s):
-    a = run_jobs(cluster, jobs, make_policy(), LinearOracle(), EngineConfig(round_s=round_s))
-    b = run_jobs(cluster, jobs, make_policy(), LinearOracle(), EngineConfig(round_s=round_s, native=False))
+def assert_same_run(cluster, jobs, make_policy, round_s, oracle=None, type_choice="first-fit"):
+    oracle = LinearOracle() if oracle is None else oracle
+    jobs = runnable(jobs, cluster, oracle)
+    cfg = dict(round_s=round_s, type_choice=type_choice, type_seed=11)
+    a = run_jobs(cluster, jobs, make_policy(), oracle, EngineConfig(**cfg))
+    b = run_jobs(cluster, jobs, make_policy(), oracle, EngineConfig(**cfg, native=False))
     assert a.profile["native"] and not b.profile["native"]
     for key in PER_JOB:
         np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
@@ -72,12 +78,27 @@ def assert_same_run(cluster, jobs, make_policy, round_s):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=workloads(), cluster=clusters(), round_s=st.sampled_from([0.0, 0.0, 30.0]),
        placement=st.sampled_from(["consolidated", "spread"]),
-       thresholds=st.sampled_from([(3600.0,), (50.0,), (20.0, 100.0, 400.0), ()]))
-def test_native_matches_python_policy(name, jobs, cluster, round_s, placement, thresholds):
+       thresholds=st.sampled_from([(3600.0,), (50.0,), (20.0, 100.0, 400.0), ()]),
+       oracle=st.sampled_from([LinearOracle(), BarredOracle()]),
+       type_choice=st.sampled_from(["first-fit", "fastest", "random"]))
+def test_native_matches_python_policy(name, jobs, cluster, round_s, placement, thresholds, oracle,
+                                      type_choice):
+    jobs = runnable(jobs, cluster, oracle)
+    assert_same_run(cluster, jobs, lambda: _policy(name, placement, thresholds), round_s, oracle,
+                    type_choice)
+
+
+@pytest.mark.parametrize("name", NATIVE)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=workloads(), cluster=clusters(NETWORK_BANDWIDTHS), round_s=st.sampled_from([0.0, 30.0]),
+       placement=st.sampled_from(["consolidated", "spread"]))
+def test_native_matches_python_with_network_term(name, jobs, cluster, round_s, placement):
+    """The kernel caches rates per placement summary: with per-type bandwidths the network
+    term (sim.network) follows from the summary, so both paths run at the same rates."""
     if int(jobs.demand.max()) > cluster.total_gpus:
         jobs = specs(jobs.arrival, np.minimum(jobs.demand, cluster.total_gpus), jobs.work, jobs.model,
                      delay=float(jobs.restart_delay[0]))
-    assert_same_run(cluster, jobs, lambda: _policy(name, placement, thresholds), round_s)
+    assert_same_run(cluster, jobs, lambda: _policy(name, placement, (50.0,)), round_s, NetworkOracle())
 
 
 @st.composite
@@ -94,18 +115,23 @@ def las_contended(draw, max_jobs=50):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=las_contended(), cluster=clusters(), round_s=st.sampled_from([5.0, 30.0, 60.0]),
        min_run_s=st.sampled_from([1.0, 20.0, 60.0, 250.0]),
-       placement=st.sampled_from(["consolidated", "spread"]))
-def test_native_las_classes_match_python(jobs, cluster, round_s, min_run_s, placement):
+       placement=st.sampled_from(["consolidated", "spread"]),
+       oracle=st.sampled_from([LinearOracle(), BarredOracle()]),
+       type_choice=st.sampled_from(["first-fit", "fastest", "random"]))
+def test_native_las_classes_match_python(jobs, cluster, round_s, min_run_s, placement, oracle,
+                                         type_choice):
     """The native LAS keeps running jobs by request class (leased ones apart, the others in
     sorted runs that are merged, kept in bulk up to the next waiting head, preempted as each
     run's tail): its plain-Python reference is the Python LAS on the greedy placer, which
     walks one sorted list job by job.  Leases ending between rounds, restarts longer than
-    rounds, completions of leased and unleased jobs, ties of identical jobs."""
+    rounds, completions of leased and unleased jobs, ties of identical jobs.  One GPU type:
+    the bulk keeps; mixed types (some jobs barred from one): the walk job by job with
+    per-type budgets, moves between types and each type rule."""
     if int(jobs.demand.max()) > cluster.total_gpus:
         jobs = specs(jobs.arrival, np.minimum(jobs.demand, cluster.total_gpus), jobs.work, jobs.model,
                      delay=float(jobs.restart_delay[0]))
     assert_same_run(cluster, jobs, lambda: get_policy("las", placement=placement, min_run_s=min_run_s),
-                    round_s)
+                    round_s, oracle, type_choice)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -117,7 +143,7 @@ def test_native_fifo_backfill_matches(jobs):
 @pytest.mark.parametrize("name", ["srtf", "las", "tiresias"])
 def test_native_without_shortcuts_matches(name):
     """Instance flags reach the kernel: with the shortcuts off every decision point decides."""
-    jobs = specs(np.arange(12) * 3.0, [1, 2, 4, 8, 1, 3] * 2, [100.0, 40.0, 900.0] * 4, delay=5.0)
+    jobs = specs(np.arange(12) * 3.0, [1, 2, 4, 6, 1, 3] * 2, [100.0, 40.0, 900.0] * 4, delay=5.0)
 
     def make():
         p = _policy(name, "consolidated", (50.0,))
@@ -151,7 +177,7 @@ def test_policies_without_native_form_decide_in_python():
 
 
 def test_profile_says_where_time_went():
-    jobs = specs(np.arange(20) * 2.0, [1, 2, 4] * 6 + [8, 1], [100.0] * 20)
+    jobs = specs(np.arange(20) * 2.0, [1, 2, 4] * 6 + [6, 1], [100.0] * 20)
     for native in (True, False):
         res = run_jobs(small_cluster(), jobs, get_policy("las"), LinearOracle(),
                        EngineConfig(native=native))
@@ -164,20 +190,44 @@ def test_profile_says_where_time_went():
         assert res.decision_seconds.shape == (res.decisions,)
 
 
-def test_native_zero_throughput_is_a_clear_error():
-    """A placement where the oracle says the model cannot run stops the run, naming the job."""
+def _no_slow_cluster():
+    return Cluster(name="t", gpu_types=("fast", "slow"), node_gpus=np.array([1, 4], np.int32),
+                   node_type=np.array([0, 1], np.int32), node_speed=np.ones(2),
+                   intra_bw_gbps=np.full(2, DEFAULT_INTRA_BW_GBPS), inter_bw_gbps=np.full(2, DEFAULT_INTER_BW_GBPS))
 
-    class NoSlow(LinearOracle):
-        def rates(self, model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types):
-            r = super().rates(model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types)
-            return np.where((np.asarray(type_mask) >> 1) & 1, 0.0, r)
-    cluster = Cluster(name="t", gpu_types=("fast", "slow"), node_gpus=np.array([1, 4], np.int32),
-                      node_type=np.array([0, 1], np.int32), node_speed=np.ones(2),
-                      intra_bw_gbps=np.full(2, 100.0), inter_bw_gbps=np.full(2, 10.0))
-    jobs = specs([0.0, 0.0], [1, 1], [100.0, 100.0])
+
+class NoSlow(LinearOracle):
+    def rates(self, model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types):
+        r = super().rates(model_idx, ngpu, n_nodes, type_mask, min_speed, cluster_types)
+        return np.where((np.asarray(type_mask) >> 1) & 1, 0.0, r)
+
+
+@pytest.mark.parametrize("name", NATIVE)
+def test_zero_throughput_type_is_never_used_job_waits(name):
+    """Hand-worked: one fast GPU, four slow ones where the model's throughput is 0.  Two
+    1-GPU jobs of 100 iterations at t=0 (rate 2 on fast): job 0 runs 0-50 s on the fast GPU,
+    job 1 waits for it (the idle slow GPUs are barred) and runs 50-100 s; no slow GPU is used."""
+    jobs = specs([0.0, 0.0], [1, 1], [100.0, 100.0], delay=0.0)
+    runs = [run_jobs(_no_slow_cluster(), jobs, get_policy(name), NoSlow(),
+                     EngineConfig(native=native, round_s=0.0)) for native in (True, False)]
+    for res in runs:
+        np.testing.assert_allclose(res.finish, [50.0, 100.0])
+        assert res.gpu_types_used.tolist() == [1, 1]       # bit 0: fast only
+
+
+def test_job_that_runs_on_no_type_is_a_clear_error():
+    jobs = specs([0.0, 0.0], [1, 2], [100.0, 100.0])
     for native in (True, False):
-        with pytest.raises(SimError, match=r"placed job 1 at t=0.0 on GPU types slow where its throughput is 0"):
-            run_jobs(cluster, jobs, get_policy("fifo"), NoSlow(), EngineConfig(native=native))
+        with pytest.raises(ConfigError, match=r"job at row 1 cannot run on cluster t: it asks for 2 "
+                                              r"GPUs, more than any GPU type it can run on has"):
+            run_jobs(_no_slow_cluster(), jobs, get_policy("fifo"), NoSlow(), EngineConfig(native=native))
+
+    class Dead(LinearOracle):
+        def rates(self, model_idx, *args):
+            return super().rates(model_idx, *args) * (np.asarray(model_idx) != 1)
+    jobs = specs([0.0, 0.0], [1, 1], [100.0, 100.0], model=[0, 1])
+    with pytest.raises(ConfigError, match=r"row 1 .*throughput is 0 on every GPU type"):
+        run_jobs(_no_slow_cluster(), jobs, get_policy("srtf"), Dead(), EngineConfig())
 
 
 def test_cli_profile_flag_says_where_time_went(capsys):
@@ -187,3 +237,21 @@ def test_cli_profile_flag_says_where_time_went(capsys):
     err = capsys.readouterr().err
     assert "profile tiresias: native (decided in C); wall" in err
     assert "profile smjp: python;" in err and "decisions" in err
+
+
+@pytest.mark.parametrize("name", NATIVE)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=workloads(), cluster=clusters(), placement=st.sampled_from(["consolidated", "spread"]),
+       type_choice=st.sampled_from(["first-fit", "fastest", "random"]))
+def test_never_on_a_zero_throughput_type_never_mixed(name, jobs, cluster, placement, type_choice):
+    """Model 1 cannot run on "slow" GPUs: no stint of a model-1 job uses one; a job of a
+    non-preemptive policy (one stint) uses exactly one type."""
+    oracle = BarredOracle()
+    jobs = runnable(jobs, cluster, oracle)
+    res = run_jobs(cluster, jobs, _policy(name, placement, (50.0,)), oracle,
+                   EngineConfig(type_choice=type_choice, type_seed=1))
+    if "slow" in cluster.gpu_types:
+        slow = 1 << cluster.gpu_types.index("slow")
+        assert not np.any((res.gpu_types_used & slow)[jobs.model == 1])
+    if name in ("fifo", "sjf"):
+        assert all(bin(int(m)).count("1") == 1 for m in res.gpu_types_used)

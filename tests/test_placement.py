@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import reference_placement as ref
-from sim.placement import (CONSOLIDATED, SPREAD, changed_jobs, greedy_place, place_one,
-                           placement_summary)
+from sim.placement import (CONSOLIDATED, SPREAD, TYPE_CHOICES, changed_jobs, greedy_place,
+                           place_one, placement_summary, random_type_keys, type_keys)
 
 
 def SETTINGS(n):
@@ -50,27 +50,43 @@ def scenarios(draw):
         want.append(size if w is None and size > 0 else (1 if w is None else w))
     perm = draw(st.permutations(range(n_jobs)))
     order = list(perm[:draw(st.integers(0, n_jobs))])
+    full = (1 << n_types) - 1                # allowed types: mostly all, some jobs fewer
+    allowed = draw(st.lists(st.one_of(st.just(full), st.integers(0, full)), min_size=n_jobs,
+                            max_size=n_jobs))
+    keys = draw(st.lists(st.lists(st.sampled_from([0.0, 1.0, 2.0, -3.5]), min_size=n_types,
+                                  max_size=n_types), min_size=n_jobs, max_size=n_jobs))
     return dict(cap=cap, types=types, n_types=n_types, speed=speed, current=current,
                 want=want, order=order, mode=draw(MODES), preemptive=draw(st.booleans()),
-                blocking=draw(st.booleans()))
+                blocking=draw(st.booleans()), allowed=allowed, keys=keys)
+
+
+def _typed(s):
+    """allowed masks and keys of a scenario (default: every type, keys by type index)."""
+    n, t = len(s["want"]), s["n_types"]
+    allowed = s.get("allowed", [(1 << t) - 1] * n)
+    keys = s.get("keys", [list(range(t))] * n)
+    return (np.array(allowed, np.int64).reshape(n), np.array(keys, float).reshape(n, t))
 
 
 def run_kernel(s):
     indptr, nodes, counts = ref.to_csr(s["current"])
     out = greedy_place(np.array(s["order"], np.int64), np.array(s["want"], np.int32),
                        indptr, nodes, counts, s["cap"], s["types"], s["n_types"], s["mode"],
-                       s["preemptive"], s["blocking"])
+                       s["preemptive"], s["blocking"], *_typed(s))
     return ref.to_lists(*out), out
 
 
 def run_reference(s):
+    allowed, keys = _typed(s)
     return ref.greedy_place(s["order"], s["want"], s["current"], [int(c) for c in s["cap"]],
                             [int(t) for t in s["types"]], s["n_types"], s["mode"],
-                            s["preemptive"], s["blocking"])
+                            s["preemptive"], s["blocking"], allowed.tolist(), keys.tolist())
 
 
-def call_place_one(free, types, n_types, want, mode):
-    nodes, counts = place_one(free, types, n_types, want, mode)
+def call_place_one(free, types, n_types, want, mode, allowed=None, key=None):
+    allowed = (1 << n_types) - 1 if allowed is None else allowed
+    key = np.arange(n_types, dtype=float) if key is None else np.asarray(key, float)
+    nodes, counts = place_one(free, types, n_types, want, mode, allowed, key)
     return [(int(a), int(b)) for a, b in zip(nodes, counts)]
 
 
@@ -80,10 +96,12 @@ def call_place_one(free, types, n_types, want, mode):
 def test_place_one_matches_reference(c, data, want, mode):
     cap, types, n_types, _ = c
     used = data.draw(st.lists(st.integers(0, 8), min_size=len(cap), max_size=len(cap)))
+    allowed = data.draw(st.integers(0, (1 << n_types) - 1))
+    key = data.draw(st.lists(st.sampled_from([0.0, 1.0, -2.0]), min_size=n_types, max_size=n_types))
     free = np.maximum(cap - np.array(used, np.int32), 0).astype(np.int32)
     ref_free = [int(f) for f in free]
-    expected = ref.place_one(ref_free, [int(t) for t in types], n_types, want, mode)
-    got = call_place_one(free, types, n_types, want, mode)
+    expected = ref.place_one(ref_free, [int(t) for t in types], n_types, want, mode, allowed, key)
+    got = call_place_one(free, types, n_types, want, mode, allowed, key)
     assert got == expected
     assert free.tolist() == ref_free
 
@@ -142,8 +160,9 @@ def test_greedy_place_invariants(s):
         new_size = sum(c for _, c in p)
         if not s["preemptive"] and size > 0:
             assert p == cur, "non-preemptive never moves a running job"
-        if size > 0 and new_size == size:
-            assert p == cur, "a kept placement is unchanged"
+        one_type = len({int(s["types"][n]) for n, _ in cur}) == 1
+        if size > 0 and new_size == size and one_type:
+            assert p == cur, "a kept placement is unchanged (a mixed one is re-placed on one type)"
         if p and p != cur:
             assert i in s["order"] and new_size == s["want"][i], "placed jobs get exactly want"
     assert np.all(used <= s["cap"]), "node capacity"
@@ -211,9 +230,11 @@ def test_consolidated_six_gpus_span_two_nodes_of_one_type():
     assert free.tolist() == [4, 0, 2]
 
 
-def test_consolidated_falls_back_across_types_most_free_first():
-    free = _free(3, 2, 1)                     # types 0, 1, 1: no type has 5
-    assert call_place_one(free, _free(0, 1, 1), 2, 5, CONSOLIDATED) == [(0, 3), (1, 2)]
+def test_consolidated_never_mixes_types():
+    free = _free(3, 2, 1)                     # types 0, 1, 1: no type has 5 -> no placement
+    assert call_place_one(free, _free(0, 1, 1), 2, 5, CONSOLIDATED) == []
+    assert free.tolist() == [3, 2, 1]
+    assert call_place_one(free, _free(0, 1, 1), 2, 3, CONSOLIDATED) == [(0, 3)]
 
 
 def test_spread_round_robin_most_free_first():
@@ -238,3 +259,61 @@ def test_preemptive_selects_by_count_and_keeps_unchanged_running_jobs():
              preemptive=True, blocking=False)
     # selected: 2 (4) and 0 (2); job 1 is preempted; job 0 keeps node 1; job 2 takes node 0
     assert run_kernel(s)[0] == [[(1, 2)], [], [(0, 4)]]
+
+
+# -- GPU types: never a zero-throughput type, never mixed, the choice rule ---------------
+@SETTINGS(120)
+@given(s=scenarios())
+def test_greedy_place_one_allowed_type_per_job(s):
+    got, _ = run_kernel(s)
+    allowed, _ = _typed(s)
+    for i, p in enumerate(got):
+        kinds = {int(s["types"][n]) for n, _ in p}
+        if p and p != s["current"][i]:          # (a kept placement is the caller's)
+            assert len(kinds) == 1, "a job's GPUs come from one type"
+            assert all((allowed[i] >> t) & 1 for t in kinds), "placed on a type it may use"
+
+
+def test_type_rule_toy_first_fit_fastest_random():
+    # node 0: 2 x type 0 (v100 say), node 1: 4 x type 1; a 2-GPU job, 3x faster on type 1
+    cap, types = _free(2, 4), _free(0, 1)
+    rates = np.array([[1.0, 3.0]])
+    first = type_keys("first-fit", types, 2, np.array([0]), rates)[0]
+    fast = type_keys("fastest", types, 2, np.array([0]), rates)[0]
+    assert call_place_one(cap.copy(), types, 2, 2, CONSOLIDATED, 3, first) == [(0, 2)]
+    assert call_place_one(cap.copy(), types, 2, 2, CONSOLIDATED, 3, fast) == [(1, 2)]
+    # the job cannot run on type 1: it takes type 0 whatever the rule, or waits
+    assert call_place_one(cap.copy(), types, 2, 2, CONSOLIDATED, 1, fast) == [(0, 2)]
+    assert call_place_one(_free(0, 4), types, 2, 2, CONSOLIDATED, 1, fast) == []
+    # random: both types are drawn over jobs and times, the same for the same seed
+    picks = [call_place_one(cap.copy(), types, 2, 2, CONSOLIDATED, 3, k)[0][0]
+             for k in random_type_keys(7, np.arange(40), 360.0, 2)]
+    assert set(picks) == {0, 1}
+    again = [call_place_one(cap.copy(), types, 2, 2, CONSOLIDATED, 3, k)[0][0]
+             for k in random_type_keys(7, np.arange(40), 360.0, 2)]
+    assert picks == again
+
+
+def test_preemptive_new_job_prefers_free_type_over_preempting():
+    # types 0 and 1, one 2-GPU node each; job 0 (low priority) runs on type 0.  A new,
+    # higher-priority 2-GPU job takes the free type 1 (tier 0) even though type 0 comes
+    # first: nobody is preempted.  With type 1 barred for job 1 it takes type 0 (tier 1) and
+    # job 0 moves to type 1 (free); with type 1 barred for job 0 too, job 0 is preempted.
+    s = dict(cap=_free(2, 2), types=_free(0, 1), n_types=2, speed=np.ones(2),
+             current=[[(0, 2)], []], want=[2, 2], order=[1, 0], mode=0, preemptive=True,
+             blocking=False, allowed=[3, 3], keys=[[0.0, 1.0], [0.0, 1.0]])
+    assert run_kernel(s)[0] == run_reference(s) == [[(0, 2)], [(1, 2)]]
+    s = {**s, "allowed": [3, 1]}
+    assert run_kernel(s)[0] == run_reference(s) == [[(1, 2)], [(0, 2)]]
+    s = {**s, "allowed": [1, 1]}
+    assert run_kernel(s)[0] == run_reference(s) == [[], [(0, 2)]]
+
+
+@SETTINGS(40)
+@given(seed=st.integers(0, 2**63 - 1), now=st.floats(0, 1e9), n_types=st.integers(1, 4))
+def test_random_keys_deterministic_and_distinct(seed, now, n_types):
+    jobs = np.arange(16)
+    a = random_type_keys(seed, jobs, now, n_types)
+    assert np.array_equal(a, random_type_keys(seed, jobs, now, n_types))
+    assert a.shape == (16, n_types) and np.all(a >= 0) and np.all(a < 2.0 ** 53)
+    assert set(TYPE_CHOICES) == {"first-fit", "fastest", "random"}

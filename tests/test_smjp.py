@@ -238,7 +238,8 @@ def test_engine_runs_smjp_jobs_at_the_latency_models_rate():
     # ring over 10 Gbit/s: 2 * 5/6 * 102,228,128 B / 1.25e9 B/s.  600 units of work (per-GPU
     # batches) are 100 iterations of the 6-GPU global batch.
     jobs = specs([0.0], [6], [600.0], [0])
-    res = run_jobs(small_cluster(), jobs, get_policy("smjp"), LinearOracle(), EngineConfig())
+    cluster = small_cluster(bandwidths=((100.0, 10.0),) * 2)
+    res = run_jobs(cluster, jobs, get_policy("smjp"), LinearOracle(), EngineConfig())
     it = 39 / 64 + 2 * 5 / 6 * 25_557_032 * 4 / 1.25e9
     assert res.finish[0] == pytest.approx(100 * it, rel=1e-12)
 
@@ -246,7 +247,7 @@ def test_engine_runs_smjp_jobs_at_the_latency_models_rate():
 def test_rate_model_opt_in_matches_the_reference_engine():
     pol = get_policy("fifo")
     pol.rate_model = ProportionalRates()
-    jobs = specs([0, 0, 1, 5, 9], [1, 8, 4, 2, 3], [10, 100, 60, 1000, 333.3], [0, 1, 0, 1, 0])
+    jobs = specs([0, 0, 1, 5, 9], [1, 6, 4, 2, 3], [10, 100, 60, 1000, 333.3], [0, 1, 0, 1, 0])
     res = run_jobs(small_cluster(), jobs, pol, LinearOracle(), EngineConfig())
     ref = reference_run(small_cluster(), jobs, pol, LinearOracle(), 0.0)
     assert res.profile["native"] is False

@@ -231,3 +231,24 @@ def test_rates_kernel_matches_numpy(data):
     got = oracle.rates(m, k, nn, mask, sp, types)
     want = oracle.rates_numpy(m, k, nn, mask, sp, types)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+
+
+def test_multi_server_gavel_mode_uses_the_consolidated_rate():
+    """Gavel's simulator rates a job over several servers at its consolidated rate; ours uses
+    the measured _unconsolidated rate (ResNet-50 at batch 128 on 4 K80s: 0 consolidated, 1.18
+    spread in Gavel's table)."""
+    import numpy as np
+    from sim.errors import ConfigError
+    from sim.throughput import TableThroughput
+    ours, gavel = TableThroughput.builtin(), TableThroughput.builtin(multi_server="gavel")
+    types = ("v100", "p100", "k80")
+    m = np.arange(len(ours.models))
+    for k in (2, 4, 8):
+        cons = ours.type_rates(m, k, types)
+        np.testing.assert_array_equal(gavel.type_rates(m, k, types, spread=True), cons)
+        np.testing.assert_array_equal(gavel.type_rates(m, k, types), cons)
+    r50 = ours.model_index("ResNet-50 (batch size 128)")
+    assert ours.type_rates([r50], 4, types)[0, 2] == 0.0
+    assert ours.type_rates([r50], 4, types, spread=True)[0, 2] > 1.0
+    with pytest.raises(ConfigError, match="multi_server"):
+        TableThroughput.builtin(multi_server="fast")

@@ -4,6 +4,7 @@ Broken files are made from the fixtures in tests/fixtures/traces.
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -171,6 +172,19 @@ def test_pai_invalid_task_row_invalidates_its_job(tmp_path):
     assert load.report.skipped["task row: bad_number"] == 1
     assert load.report.skipped["invalid task row"] == 1
     assert sorted(load.jobs.job_id.tolist()) == [0, 2]
+
+
+def test_pai_non_finite_task_rows_are_skipped_without_warnings(tmp_path):
+    lines = _lines("pai_task_table.csv")
+    lines[0] = lines[0].replace(",100.0,V100", ",-inf,V100")    # j1: plan_gpu -inf
+    lines[4] = lines[4].replace(",1.0,Terminated", ",inf,Terminated")   # j4: inf x 0 GPUs
+    p = _write(tmp_path, "pai_task_table.csv", "".join(lines))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                          # no RuntimeWarning from NaN/inf arithmetic
+        load = read_pai(p, FIX / "pai_job_table.csv", skip_invalid=True)
+    assert load.report.skipped == {"task row: bad_number": 2, "invalid task row": 2}
+    assert load.report.example_rows["skipped:invalid task row"] == [0, 3]      # j1 and j4
+    assert sorted(load.jobs.job_id.tolist()) == [1, 2]
 
 
 def test_pai_duplicate_job_and_task_ending_before_start(tmp_path):

@@ -7,8 +7,11 @@ import json
 import sys
 from pathlib import Path
 
+from ..fsio import stdout_to_stderr
 from ..metrics import SUMMARY_KEYS, compare_table, summary
+from ..placement import DEFAULT_TYPE_CHOICE, TYPE_CHOICES
 from ..scenario import DEFAULT_CLUSTER, DEFAULT_JOBS, DEFAULT_LOAD, DEFAULT_POLICIES, Scenario, jsonable
+from ..throughput import MULTI_SERVER_RULES
 from ._options import add_policy_file_option, load_policy_files, parse_policy_params
 
 FORMATS = ("table", "json", "csv")
@@ -23,6 +26,10 @@ def register(sub) -> None:
                           "(a raw trace replays its recorded run times unless --throughputs is given)")
     run.add_argument("--trace-format", default=None,
                      help="format of the --workload file (default: detected from its name and header)")
+    run.add_argument("--learning", action="store_true",
+                     help="with --workload generate: the EGHS experiment's workload, elastic "
+                          "time-to-accuracy jobs with learning profiles and user budgets, each "
+                          "policy run with the learning simulator (docs/eghs.md)")
     run.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="jobs to generate")
     run.add_argument("--load", type=float, default=DEFAULT_LOAD, help="arrival rate, jobs per hour")
     run.add_argument("--sizes", choices=("gavel", "philly", "single"), default="gavel",
@@ -46,6 +53,19 @@ def register(sub) -> None:
     run.add_argument("--throughputs", default=None,
                      help="'replay' (trace jobs run their recorded time), a Gavel-format "
                           "throughput JSON, or a calib.toml from clustersim calibrate")
+    run.add_argument("--type-choice", choices=tuple(TYPE_CHOICES), default=DEFAULT_TYPE_CHOICE,
+                     help="which GPU type with room the placer gives a job: the first in the "
+                          "cluster's node order (default), the fastest for the job (Gavel's _perf "
+                          "rule) or a random one drawn from --seed (Gavel's agnostic rule); a job "
+                          "never spans types or runs where its throughput is 0")
+    run.add_argument("--multi-server-rate", choices=MULTI_SERVER_RULES, default="measured",
+                     dest="multi_server",
+                     help="rate of a job over several servers: Gavel's _unconsolidated "
+                          "measurement, else x0.8 (measured, default), or the consolidated rate "
+                          "whatever the servers (gavel: Gavel's simulator)")
+    run.add_argument("--skip-invalid", action="store_true",
+                     help="drop (and count) jobs that cannot run on the cluster (throughput 0 on "
+                          "every type, too many GPUs) instead of stopping with an error")
     run.add_argument("--out", type=Path, default=None, help="write summary.json, jobs and plots here")
     run.add_argument("--format", choices=FORMATS, default="table",
                      help="summary on stdout: an aligned table, or JSON / CSV for other programs "
@@ -66,8 +86,10 @@ def _run(args) -> None:
                   policies=tuple(p.strip() for p in args.policy.split(",") if p.strip()),
                   placement=args.placement, seed=args.seed, round_s=args.round_s,
                   restart_delay_s=args.restart_delay, throughputs=args.throughputs,
+                  type_choice=args.type_choice, multi_server=args.multi_server,
+                  skip_invalid=args.skip_invalid,
                   progress=not args.no_progress and sys.stderr.isatty(),
-                  policy_params=parse_policy_params(args.param))
+                  policy_params=parse_policy_params(args.param), learning=args.learning)
     check_seed(args.seed, "--seed")
     sc.engine_config()                     # bad --round / --restart-delay: fail before any work
     sc.make_policies()                     # bad --policy / --param: likewise
@@ -75,8 +97,13 @@ def _run(args) -> None:
     info = sys.stdout if args.format == "table" else sys.stderr
     cluster, table, _ = sc.build()
     print(f"cluster: {cluster.describe()}", file=info)
-    print(f"workload: {len(table)} jobs ({args.workload}), seed {args.seed}", file=info)
-    results = sc.run(built=(cluster, table, _), on_result=writer.add if writer else None)
+    kind = f"{args.workload}, learning: elastic time-to-accuracy" if args.learning else args.workload
+    print(f"workload: {len(table)} jobs ({kind}), seed {args.seed}", file=info)
+    skipped = getattr(table, "skipped", None) or []
+    if skipped:
+        print(f"skipped {len(skipped)} invalid jobs (--skip-invalid); first: {skipped[0]}", file=info)
+    with stdout_to_stderr():               # solvers' C-level prints must not mix with the results
+        results = sc.run(built=(cluster, table, _), on_result=writer.add if writer else None)
     if writer is not None:
         summaries = writer.finish(results)
         print(f"wrote {args.out}/summary.json, per-policy jobs.parquet and plots", file=info)

@@ -28,13 +28,15 @@ def is_pollux_workload(path) -> bool:
     p = Path(path)
     if p.suffix.lower() != ".csv" or not p.exists():
         return False
-    with open(p, newline="") as f:
+    with open(p, newline="", errors="replace") as f:      # only the header matters here
         header = next(csv.reader(f), [])
     return _HEADER <= {h.strip() for h in header}
 
 
 def _job_rows(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
+    """The rows as text; bytes that are not UTF-8 read as U+FFFD (the Pollux reader that builds
+    the job table names their line)."""
+    with open(path, newline="", errors="replace") as f:
         return list(csv.DictReader(f))
 
 

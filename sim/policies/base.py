@@ -21,7 +21,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import ConfigError
-from ..placement import PLACEMENT_MODES, greedy_place
+from ..placement import PLACEMENT_MODES, greedy_place, type_inputs
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 
 
@@ -111,10 +111,12 @@ class Policy:
         # in the "queued" view no running job is listed: their GPUs are already
         # taken out of node_free, which then plays the role of the capacity
         capacity = state.node_free if self.view == "queued" else c.node_gpus
+        allowed, keys = type_inputs(state)      # one GPU type per job, chosen by the run's rule
         indptr, nodes, counts = greedy_place(
             np.ascontiguousarray(order, np.int64), np.ascontiguousarray(want, np.int32),
             state.pl_indptr, state.pl_nodes, state.pl_counts, capacity, c.node_type,
-            len(c.gpu_types), PLACEMENT_MODES[self.placement], self.preemptive, self.blocking)
+            len(c.gpu_types), PLACEMENT_MODES[self.placement], self.preemptive, self.blocking,
+            allowed, keys)
         return Plan(indptr, nodes, counts)
 
     # -- entry point -----------------------------------------------------

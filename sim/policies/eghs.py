@@ -41,7 +41,7 @@ from ..errors import ConfigError
 from ..learning._kernels import micro_update_batch
 from ..learning.progress_estimate import EstimatorConfig, ProgressEstimator
 from ..learning.spec import DynamicsConfig
-from ..placement import PLACEMENT_MODES, changed_jobs, greedy_place
+from ..placement import PLACEMENT_MODES, changed_jobs, greedy_place, type_inputs, type_room
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 from .base import Policy, stable_order
 from .elastic import admit_fill, restart_factor, throughput_table
@@ -85,18 +85,22 @@ class _ElasticPolicy(Policy):
         age = np.maximum(state.now - jobs.arrival[ids], 0.0)
         rfac = restart_factor(age, self.restarts[ids], jobs.restart_delay[ids], self.restart_floor)
         util = np.zeros(ids.size) if util is None else util
-        return admit_fill(order, state.ngpu > 0, jobs.gpus_min[ids].astype(np.int64),
-                          jobs.gpus_max[ids].astype(np.int64), state.ngpu.astype(np.int64),
+        # a job's GPUs come from one type (sim.placement): never more than its largest type has
+        rmax = np.minimum(jobs.gpus_max[ids].astype(np.int64), type_room(state))
+        return admit_fill(order, state.ngpu > 0,
+                          np.minimum(jobs.gpus_min[ids].astype(np.int64), rmax),
+                          rmax, state.ngpu.astype(np.int64),
                           util, theta_med, gainw, table, int(state.cluster.total_gpus), rfac)
 
     def _place(self, state, order, alloc):
         """Greedy preemptive placement of the quotas; counts the restarts it causes."""
         c = state.cluster
         placed = order[alloc[order] > 0]
+        allowed, keys = type_inputs(state)
         indptr, nodes, counts = greedy_place(
             np.ascontiguousarray(placed, np.int64), alloc.astype(np.int32), state.pl_indptr,
             state.pl_nodes, state.pl_counts, c.node_gpus, c.node_type, len(c.gpu_types),
-            PLACEMENT_MODES[self.placement], True, False)
+            PLACEMENT_MODES[self.placement], True, False, allowed, keys)
         lens = np.diff(indptr)
         after = np.bincount(np.repeat(np.arange(lens.size), lens), weights=counts,
                             minlength=lens.size).astype(np.int64)

@@ -12,6 +12,9 @@ from numba import njit
 
 from ..errors import SimError
 
+#: Gavel's priority for a job on a type whose time total is still 0 (``allocation * 1e9``)
+UNRUN_PRIORITY = 1.0e9
+
 
 def select_jobs(order, queues, thr, pri, scale, left, skip_zero_priority: bool) -> np.ndarray:
     """The type each active job runs on this round (-1: none).
@@ -122,3 +125,210 @@ def _assign(order, chosen, scale, placeable, prev_type, pl_indptr, pl_nodes, pl_
                         ptr += 1
             g0 = g1
     return owner, nodes, counts, used, kept_total, -1
+
+
+def round_plan(ids, thr, alloc, deficit, time_so_far, in_alloc, worker_time, order, scale, left,
+               skip_zero_priority: bool, pl_indptr, pl_nodes, pl_counts, node_type, node_gpus,
+               name: str) -> tuple:
+    """One whole Gavel round in one compiled call: the priorities, the per-type queues, the
+    greedy pick (:func:`select_jobs`) and the worker assignment (:func:`assign_workers`), and
+    the plan as CSR aligned with ``ids``.
+
+    Args:
+        ids: int64 [n] the active job ids; ``alloc``, ``deficit``, ``time_so_far`` float64
+            [n_jobs, m] and ``in_alloc`` bool [n_jobs] are indexed by job id.
+        thr: float64 [n, m] throughputs; ``worker_time`` float64 [m] each type's total time;
+        order, scale, left, skip_zero_priority: as :func:`select_jobs`.
+        pl_indptr, pl_nodes, pl_counts: the current placement (CSR aligned with ``ids``);
+        node_type, node_gpus: the cluster.
+
+    Returns (chosen int64 [n] type or -1, indptr int64 [n+1], nodes int32, counts int32,
+    lease extensions); raises SimError naming the job when a type runs out of GPUs."""
+    i64 = [np.ascontiguousarray(a, np.int64) for a in
+           (ids, order, scale, pl_indptr, pl_nodes, pl_counts, node_type, node_gpus)]
+    f64 = [np.ascontiguousarray(a, np.float64) for a in (thr, alloc, deficit, time_so_far, worker_time)]
+    chosen, indptr, nodes, counts, kept, bad = _round_plan(
+        i64[0], *f64, np.ascontiguousarray(in_alloc, np.bool_), *i64[1:3],
+        np.array(left, np.int64), bool(skip_zero_priority), *i64[3:])
+    if bad >= 0:
+        raise SimError(f"policy {name}: could not assign {int(scale[bad])} GPUs to job "
+                       f"{int(ids[bad])}")
+    return chosen, indptr, nodes.astype(np.int32), counts.astype(np.int32), int(kept)
+
+
+@njit(cache=True)
+def _priorities(x, frac_num, worker_time, thr, placeable):
+    """Gavel's per-type priorities: ``X / fraction`` of time received, ``X * 1e9`` while the
+    type's total is 0, 0 where the throughput is 0 (with X > 0) or the job has no allocation."""
+    n, m = x.shape
+    pri = np.zeros((n, m))
+    for i in range(n):
+        if not placeable[i]:
+            continue
+        for t in range(m):
+            frac = frac_num[i, t] / worker_time[t] if worker_time[t] > 0 else 0.0
+            p = x[i, t] / frac if frac > 0 else x[i, t] * UNRUN_PRIORITY
+            if x[i, t] > 0 and thr[i, t] <= 0:
+                p = 0.0
+            pri[i, t] = p
+    return pri
+
+
+@njit(cache=True)
+def _queues(pri, deficit, x):
+    """Per type, the jobs by (priority, deficit, allocation) descending, ties by position
+    (the order of ``np.lexsort((-x, -deficit, -pri))``), by a bottom-up merge sort on that
+    comparison."""
+    n, m = pri.shape
+    queues = np.empty((m, n), np.int64)
+    buf = np.empty(n, np.int64)
+    for t in range(m):
+        q = queues[t]
+        for i in range(n):
+            q[i] = i
+        width = 1
+        while width < n:
+            for lo in range(0, n, 2 * width):
+                mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+                a, b, k = lo, mid, lo
+                while a < mid and b < hi:
+                    if _before(q[b], q[a], t, pri, deficit, x):
+                        buf[k] = q[b]
+                        b += 1
+                    else:
+                        buf[k] = q[a]
+                        a += 1
+                    k += 1
+                while a < mid:
+                    buf[k] = q[a]
+                    a += 1
+                    k += 1
+                while b < hi:
+                    buf[k] = q[b]
+                    b += 1
+                    k += 1
+            q[:] = buf
+            width *= 2
+    return queues
+
+
+@njit(cache=True, inline="always")
+def _before(i, j, t, pri, deficit, x):
+    """Job i strictly before job j on type t (the earlier position wins ties: stable)."""
+    if pri[i, t] != pri[j, t]:
+        return pri[i, t] > pri[j, t]
+    if deficit[i, t] != deficit[j, t]:
+        return deficit[i, t] > deficit[j, t]
+    return x[i, t] > x[j, t]
+
+
+@njit(cache=True)
+def _previous_types(pl_indptr, pl_nodes, node_type):
+    """The GPU type each job ran on: -1 for none, or for several types."""
+    n = pl_indptr.shape[0] - 1
+    prev = np.full(n, -1, np.int64)
+    for i in range(n):
+        lo, hi = pl_indptr[i], pl_indptr[i + 1]
+        if hi == lo:
+            continue
+        t = node_type[pl_nodes[lo]]
+        for e in range(lo + 1, hi):
+            if node_type[pl_nodes[e]] != t:
+                t = -1
+                break
+        prev[i] = t
+    return prev
+
+
+@njit(cache=True)
+def _plan_csr(n, owner, nodes, counts):
+    """(indptr, nodes, counts) grouped by owner, entries in their order within a job."""
+    indptr = np.zeros(n + 1, np.int64)
+    for e in range(owner.shape[0]):
+        indptr[owner[e] + 1] += 1
+    for i in range(n):
+        indptr[i + 1] += indptr[i]
+    pos = indptr[:-1].copy()
+    out_nodes = np.empty(owner.shape[0], np.int64)
+    out_counts = np.empty(owner.shape[0], np.int64)
+    for e in range(owner.shape[0]):
+        k = pos[owner[e]]
+        out_nodes[k], out_counts[k] = nodes[e], counts[e]
+        pos[owner[e]] += 1
+    return indptr, out_nodes, out_counts
+
+
+@njit(cache=True)
+def _round_plan(ids, thr, alloc, deficit, time_so_far, worker_time, in_alloc, order, scale, left,
+                skip_zero, pl_indptr, pl_nodes, pl_counts, node_type, node_gpus):
+    n, m = thr.shape
+    x = np.empty((n, m))
+    d = np.empty((n, m))
+    got = np.empty((n, m))
+    placeable = np.empty(n, np.bool_)
+    for k in range(n):
+        j = ids[k]
+        placeable[k] = in_alloc[j]
+        for t in range(m):
+            x[k, t], d[k, t], got[k, t] = alloc[j, t], deficit[j, t], time_so_far[j, t]
+    pri = _priorities(x, got, worker_time, thr, placeable)
+    chosen = _select(order, _queues(pri, d, x), thr, pri, scale, left, skip_zero)
+    prev = _previous_types(pl_indptr, pl_nodes, node_type)
+    owner, nodes, counts, used, kept, bad = _assign(order, chosen, scale, placeable, prev,
+                                                   pl_indptr, pl_nodes, pl_counts, node_type,
+                                                   node_gpus)
+    indptr, nodes, counts = _plan_csr(n, owner[:used], nodes[:used], counts[:used])
+    return chosen, indptr, nodes, counts, kept, bad
+
+
+def credit_finished(ids, ran_on, member, worker_time, elapsed: float) -> bool:
+    """Jobs dispatched this round (``ran_on[j] >= 0``, indexed by job id) that are no longer
+    active (``ids``) have finished: their ``elapsed`` seconds count for their type's total,
+    they leave the round and the job set.  Updates the arrays in place; True if any left."""
+    return bool(_credit_finished(np.ascontiguousarray(ids, np.int64), ran_on, member,
+                                 worker_time, float(elapsed)))
+
+
+def credit_running(ids, ran_on, member, time_so_far, worker_time, elapsed: float) -> bool:
+    """At a round's end: each active job dispatched this round received ``elapsed`` seconds
+    on its type (its counter and the type's total); members no longer active (finished
+    without being dispatched) leave the job set.  In place; True if any left."""
+    return bool(_credit_running(np.ascontiguousarray(ids, np.int64), ran_on, member,
+                                time_so_far, worker_time, float(elapsed)))
+
+
+@njit(cache=True)
+def _active_mask(ids, n_jobs):
+    active = np.zeros(n_jobs, np.bool_)
+    for j in ids:
+        active[j] = True
+    return active
+
+
+@njit(cache=True)
+def _credit_finished(ids, ran_on, member, worker_time, elapsed):
+    active = _active_mask(ids, ran_on.shape[0])
+    gone = False
+    for j in range(ran_on.shape[0]):
+        if ran_on[j] >= 0 and not active[j]:
+            worker_time[ran_on[j]] += elapsed
+            ran_on[j] = -1
+            member[j] = False
+            gone = True
+    return gone
+
+
+@njit(cache=True)
+def _credit_running(ids, ran_on, member, time_so_far, worker_time, elapsed):
+    for j in ids:
+        t = ran_on[j]
+        if t >= 0:
+            time_so_far[j, t] += elapsed
+            worker_time[t] += elapsed
+    active = _active_mask(ids, member.shape[0])
+    gone = False
+    for j in range(member.shape[0]):
+        if member[j] and not active[j]:
+            member[j] = False
+            gone = True
+    return gone

@@ -6,31 +6,42 @@ shares Gavel's base constraints (gavel ``scheduler/policies/policy.py``)::
     X >= 0,    sum_t X[i, t] <= 1,    sum_i s_i X[i, t] <= N_t
 
 with ``s_i`` the scale factor (GPUs the job asks for) and ``N_t`` the GPUs of type t.
-:class:`AllocationLP` builds that matrix once per job set in sparse form (scipy.sparse) and
+:class:`AllocationLP` builds that matrix once per job set in sparse column-wise (CSC) form and
 re-solves it with different objective rows; nothing here loops over jobs in Python.
 
-Solver: HiGHS through ``scipy.optimize.linprog``.  ``solver="ipm"`` (the default) is HiGHS's
-interior-point method without crossover and without presolve: like Gavel's ECOS (also an
-interior-point method) it returns a point near the analytic centre of the optimal face, which
-matters because max-min and max-sum problems have many optima and the round mechanism turns
-whichever one is returned into priorities.  ``solver="simplex"`` returns a vertex instead
-(faster, different ties).
+Solver: HiGHS, called directly (the HiGHS build that scipy's ``linprog(method="highs-*")``
+wraps, ``scipy.optimize._highspy``, or the ``highspy`` package where scipy has none; with
+neither, scipy before 1.15, ``linprog`` itself: :func:`highs_backend`), with the
+options ``linprog`` sets and the constraint matrix in the same column-wise (CSC) layout, so
+the solutions are those ``linprog`` returns, without its per-call option checks, matrix
+conversions and per-column dual bookkeeping (about two thirds of a small solve's time).
+``solver="ipm"`` (the default) is HiGHS's interior-point method without crossover and
+without presolve: like Gavel's ECOS (also an interior-point method) it returns a point near
+the analytic centre of the optimal face, which matters because max-min and max-sum problems
+have many optima and the round mechanism turns whichever one is returned into priorities.
+``solver="simplex"`` returns a vertex instead (faster, different ties).
 """
 from __future__ import annotations
 
-import warnings
+import importlib
 
 import numpy as np
-from scipy import sparse
-from scipy.optimize import OptimizeWarning, linprog
 
 from ..errors import ConfigError, SimError
 
-#: HiGHS method and options per solver name (see the module docstring)
+#: HiGHS options per solver name (see the module docstring): ``linprog``'s for the method
+#: ``highs-ipm`` with ``presolve=False, run_crossover="off"``, and for ``highs-ds``
 SOLVERS = {
+    "ipm": {"solver": "ipm", "presolve": "off", "run_crossover": "off"},
+    "simplex": {"solver": "simplex", "presolve": "on"},
+}
+#: the same, as ``linprog`` methods and options (the fallback without HiGHS bindings)
+LINPROG_METHODS = {
     "ipm": ("highs-ipm", {"presolve": False, "run_crossover": "off"}),
     "simplex": ("highs-ds", {}),
 }
+#: linprog's acceptance test of a solution (``_check_result``: ``10 * sqrt(1e-9)``)
+_FEASIBILITY_TOL = 10.0 * np.sqrt(1e-9)
 
 #: Gavel's bisection bracket for the makespan T (s) and its stopping ratio
 #: (``min_total_duration.py``: ``max_T = 1e6``, ``min_T = 100``, ``1.05 * min_T < max_T``)
@@ -44,6 +55,73 @@ def check_solver(solver: str) -> str:
     return solver
 
 
+class _DirectHighs:
+    """HiGHS through its Python bindings (``core``: scipy's vendored ``_highspy._core``, or
+    ``highspy._core``), with the options and the layout ``linprog`` uses."""
+
+    def __init__(self, core):
+        self.core = core
+        common = {"output_flag": False, "log_to_console": False,
+                  "highs_debug_level": core.HighsDebugLevel.kHighsDebugLevelNone,
+                  "simplex_strategy": core.simplex_constants.SimplexStrategy.kSimplexStrategyDual}
+        self.options = {name: self._options({**opts, **common}) for name, opts in SOLVERS.items()}
+        self.inf = core.kHighsInf
+
+    def _options(self, values: dict):
+        opts = self.core.HighsOptions()
+        for key, value in values.items():
+            setattr(opts, key, value)
+        return opts
+
+    def solve(self, solver, c, indptr, indices, data, col_upper, row_upper):
+        """(x, row activities), or None when HiGHS finds no optimum."""
+        core = self.core
+        highs = core._Highs()
+        highs.passOptions(self.options[solver])
+        status = highs.passModel(c.size, row_upper.size, data.size, int(core.MatrixFormat.kColwise),
+                                 int(core.ObjSense.kMinimize), 0.0, c, np.zeros(c.size), col_upper,
+                                 np.full(row_upper.size, -self.inf), row_upper,
+                                 indptr[:-1], indices, data, np.zeros(c.size, np.int32))
+        if status == core.HighsStatus.kError or highs.run() == core.HighsStatus.kError or \
+                highs.getModelStatus() != core.HighsModelStatus.kOptimal:
+            return None
+        sol = highs.getSolution()
+        return np.array(sol.col_value), np.array(sol.row_value)
+
+
+class _LinprogHighs:
+    """The same solves through ``scipy.optimize.linprog`` (scipy before 1.15, without the
+    ``highspy`` package): the same HiGHS, slower."""
+
+    inf = np.inf
+
+    def solve(self, solver, c, indptr, indices, data, col_upper, row_upper):
+        import warnings
+
+        from scipy.optimize import OptimizeWarning, linprog
+        from scipy.sparse import csc_array
+        A = csc_array((data, indices, indptr), shape=(row_upper.size, c.size))
+        method, options = LINPROG_METHODS[solver]
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Unrecognized options", OptimizeWarning)
+            res = linprog(c, A_ub=A, b_ub=row_upper, bounds=np.column_stack([np.zeros(c.size), col_upper]),
+                          method=method, options=options)
+        return None if res.status != 0 else (res.x, row_upper - res.slack)
+
+
+def highs_backend():
+    """scipy's vendored HiGHS bindings, else the ``highspy`` package, else ``linprog``."""
+    for module in ("scipy.optimize._highspy._core", "highspy._core"):
+        try:
+            return _DirectHighs(importlib.import_module(module))
+        except (ImportError, AttributeError):
+            continue
+    return _LinprogHighs()
+
+
+_HIGHS = highs_backend()
+
+
 class AllocationLP:
     """Gavel's base constraints for one job set, built once, solved many times.
 
@@ -52,45 +130,60 @@ class AllocationLP:
         capacity: int [m] GPUs of each type.
         solver: a key of :data:`SOLVERS`.
 
-    Variables are ``X`` flattened row-major (n*m), then one auxiliary ``z`` (max-min).
+    Variables are ``X`` flattened row-major (n*m), then one auxiliary ``z`` (max-min).  Rows:
+    the m capacity rows, the n rows ``sum_t X[i, t] <= 1``, then (max-min and feasibility) n
+    rows ``z_coef * z - sum_t a[i, t] X[i, t] <= rhs_i``.  The column-wise matrix is laid out
+    once (every X column holds its type's capacity row, its job's row and, when present, its
+    job's extra row); a solve only writes the extra rows' coefficients.
     """
 
     def __init__(self, scale: np.ndarray, capacity: np.ndarray, solver: str = "ipm"):
         self.scale = np.asarray(scale, float)
         self.capacity = np.asarray(capacity, float)
         self.n, self.m = self.scale.shape[0], self.capacity.shape[0]
-        self.method, self.options = SOLVERS[check_solver(solver)]
+        self.solver = check_solver(solver)
         n, m, nm = self.n, self.m, self.n * self.m
-        cols = np.arange(nm)
-        job = cols // m
-        cap_rows = sparse.csr_array((self.scale[job], (cols % m, cols)), shape=(m, nm + 1))
-        job_rows = sparse.csr_array((np.ones(nm), (job, cols)), shape=(n, nm + 1))
-        self.base = sparse.vstack([cap_rows, job_rows], format="csr")
+        job, typ = np.divmod(np.arange(nm), m)
+        self._base_rows = np.column_stack([typ, m + job])          # per X column, sorted
+        self._base_data = np.column_stack([self.scale[job], np.ones(nm)])
+        self._extra_rows = (m + n + job)[:, None]
         self.base_rhs = np.concatenate([self.capacity, np.ones(n)])
-        # rows i of "z - sum_t a[i, t] X[i, t] <= 0": fixed structure, data set per solve
-        self._row_indptr = np.arange(n + 1) * (m + 1)
-        self._row_indices = np.column_stack([cols.reshape(n, m), np.full(n, nm)]).ravel()
-        self.bounds = np.column_stack([np.zeros(nm + 1), np.r_[np.ones(nm), np.inf]])
+        self.col_upper = np.r_[np.ones(nm), _HIGHS.inf]
 
     # -- pieces --------------------------------------------------------------
-    def _rows(self, a: np.ndarray, z_coef: float) -> sparse.csr_array:
-        """Row i: ``z_coef * z - sum_t a[i, t] X[i, t]``."""
-        data = np.column_stack([-np.asarray(a, float), np.full(self.n, z_coef)]).ravel()
-        return sparse.csr_array((data, self._row_indices, self._row_indptr),
-                                shape=(self.n, self.n * self.m + 1))
+    def _matrix(self, a: np.ndarray | None, z_coef: float):
+        """CSC (indptr, indices, data): the base rows, plus row i ``z_coef * z - sum_t a[i, t]
+        X[i, t]`` when ``a`` is given (the layout scipy's ``csc_array`` gives linprog)."""
+        n, m, nm = self.n, self.m, self.n * self.m
+        if a is None:
+            per_col, rows, data = 2, self._base_rows, self._base_data
+            z_rows, z_data = np.zeros(0, np.int64), np.zeros(0)
+        else:
+            per_col = 3
+            rows = np.concatenate([self._base_rows, self._extra_rows], axis=1)
+            data = np.concatenate([self._base_data, -np.asarray(a, float).reshape(nm, 1)], axis=1)
+            z_rows, z_data = m + n + np.arange(n), np.full(n, float(z_coef))
+        indptr = np.r_[np.arange(nm + 1) * per_col, nm * per_col + z_rows.size]
+        return (indptr.astype(np.int32), np.r_[rows.ravel(), z_rows].astype(np.int32),
+                np.r_[data.ravel(), z_data])
 
-    def _solve(self, c: np.ndarray, rows=None, rhs=None):
-        A, b = self.base, self.base_rhs
-        if rows is not None:
-            A, b = sparse.vstack([A, rows], format="csr"), np.concatenate([b, rhs])
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "Unrecognized options", OptimizeWarning)
-            res = linprog(c, A_ub=A, b_ub=b, bounds=self.bounds, method=self.method,
-                          options=self.options)
-        return res
+    def _solve(self, c: np.ndarray, a: np.ndarray | None = None, z_coef: float = 0.0,
+               rhs: np.ndarray | None = None):
+        """Solve ``min c x`` over the base rows (plus the extra rows of ``a``); returns x,
+        or None when HiGHS finds no optimum or the point fails linprog's acceptance test."""
+        upper = self.base_rhs if rhs is None else np.concatenate([self.base_rhs, rhs])
+        got = _HIGHS.solve(self.solver, c, *self._matrix(a, z_coef), self.col_upper, upper)
+        if got is None:
+            return None
+        x, activity = got
+        tol = _FEASIBILITY_TOL
+        if not (np.all(upper - activity >= -tol) and np.all(x >= -tol)
+                and np.all(x <= self.col_upper + tol)):
+            return None
+        return x
 
-    def _x(self, res) -> np.ndarray:
-        return np.clip(res.x[: self.n * self.m].reshape(self.n, self.m), 0.0, 1.0)
+    def _x(self, x: np.ndarray) -> np.ndarray:
+        return np.clip(x[: self.n * self.m].reshape(self.n, self.m), 0.0, 1.0)
 
     # -- problems ------------------------------------------------------------
     def max_min(self, a: np.ndarray) -> tuple[np.ndarray, float]:
@@ -99,24 +192,25 @@ class AllocationLP:
             return np.zeros((0, self.m)), 0.0
         c = np.zeros(self.n * self.m + 1)
         c[-1] = -1.0
-        res = self._solve(c, self._rows(a, 1.0), np.zeros(self.n))
-        if res.status != 0:
-            raise SimError(f"Gavel max-min LP failed ({res.message}) for {self.n} jobs")
-        return self._x(res), float(res.x[-1])
+        x = self._solve(c, a, 1.0, np.zeros(self.n))
+        if x is None:
+            raise SimError(f"Gavel max-min LP failed (HiGHS found no acceptable optimum) for "
+                           f"{self.n} jobs")
+        return self._x(x), float(x[-1])
 
     def max_sum(self, a: np.ndarray) -> np.ndarray:
         """``max_X sum_{i,t} a[i, t] X[i, t]``."""
-        c = np.r_[-np.asarray(a, float).ravel(), 0.0]
-        res = self._solve(c)
-        if res.status != 0:
-            raise SimError(f"Gavel max-sum LP failed ({res.message}) for {self.n} jobs")
-        return self._x(res)
+        x = self._solve(np.r_[-np.asarray(a, float).ravel(), 0.0])
+        if x is None:
+            raise SimError(f"Gavel max-sum LP failed (HiGHS found no acceptable optimum) for "
+                           f"{self.n} jobs")
+        return self._x(x)
 
     def feasible(self, a: np.ndarray, need: np.ndarray) -> np.ndarray | None:
         """Some X (an interior one with ``ipm``) with ``sum_t a[i, t] X[i, t] >= need[i]``,
         or None if there is none."""
-        res = self._solve(np.zeros(self.n * self.m + 1), self._rows(a, 0.0), -np.asarray(need, float))
-        return self._x(res) if res.status == 0 else None
+        x = self._solve(np.zeros(self.n * self.m + 1), a, 0.0, -np.asarray(need, float))
+        return None if x is None else self._x(x)
 
 
 # -- reference allocations (no LP) -----------------------------------------------
@@ -176,23 +270,73 @@ def finish_time_fair_allocation(lp: AllocationLP, thr: np.ndarray, since_start: 
     ``a[i, t] = thr[i, t] (rho c_i - t_i) / r_i`` reaches 1.  The bracket: the lower end lets
     every job have a whole type of its best throughput, the upper end is the isolated
     allocation (feasible).  Stops when the bracket is within ``rel_tol`` of its top; returns
-    the max-min solution at the top."""
+    the max-min solution at the top.
+
+    Each solve also bounds rho* (:class:`_RhoBounds`), and a bisection step whose outcome the
+    bounds already decide is not solved: the same steps, the same final top and the same X
+    as solving every step, with a fraction of the LPs."""
     best = np.max(thr * np.minimum(1.0, lp.capacity[None, :] / lp.scale[:, None]), axis=1)
     lo = float(np.max((since_start + remaining / best) / isolated_time))
     x_iso = isolated_allocation(lp.scale, lp.capacity)
     y_iso = np.sum(thr * x_iso, axis=1)
     hi = float(np.max((since_start + remaining / y_iso) / isolated_time))
-    x_hi = None
+    bounds = _RhoBounds()
+    solved: dict[float, np.ndarray] = {}
     while hi - lo > rel_tol * hi:
         mid = (lo + hi) / 2.0
-        x, z = lp.max_min(_ftf_rows(thr, mid, since_start, remaining, isolated_time))
-        if z >= 1.0:
-            hi, x_hi = mid, x
+        reachable = bounds.decide(mid)
+        if reachable is None:
+            x, z = lp.max_min(_ftf_rows(thr, mid, since_start, remaining, isolated_time))
+            reachable = z >= 1.0
+            bounds.update(mid, z)
+            if reachable:
+                solved[mid] = x
+                with np.errstate(divide="ignore"):
+                    achieved = (since_start + remaining / np.sum(thr * x, axis=1)) / isolated_time
+                bounds.reachable_from = min(bounds.reachable_from, float(np.max(achieved)))
+        if reachable:
+            hi = mid
         else:
             lo = mid
-    if x_hi is None:
-        x_hi = lp.max_min(_ftf_rows(thr, hi, since_start, remaining, isolated_time))[0]
-    return x_hi
+    if hi in solved:
+        return solved[hi]
+    return lp.max_min(_ftf_rows(thr, hi, since_start, remaining, isolated_time))[0]
+
+
+class _RhoBounds:
+    """What one max-min solve at rho tells about the others.  ``a(rho)`` scales job i's row
+    by ``rho c_i - t_i`` (with ``t_i >= 0``), which grows at least as fast as rho above rho
+    and at most as fast below it, so the optimum ``z`` of the max-min LP satisfies
+    ``z(rho') >= z(rho) rho' / rho`` for ``rho' >= rho`` and ``z(rho') <= z(rho) rho' / rho``
+    for ``rho' <= rho``: rho is reachable from ``rho / z`` on when z < 1, unreachable below
+    ``rho / z`` when z >= 1.  A solution X also reaches its own ``max_i rho_i(X)``, which
+    the caller records.  A step is decided only when it lies beyond a bound by ``MARGIN``
+    (relative: 1,000 times HiGHS's default IPM tolerances, a tenth of the bisection's final
+    step at ``rel_tol = 1e-4``), so that a decided step is the one a solve would have
+    given."""
+
+    MARGIN = 1e-5
+
+    def __init__(self):
+        self.unreachable_below = 0.0    # every rho below is unreachable
+        self.reachable_from = np.inf    # every rho above is reachable
+
+    def update(self, rho: float, z: float) -> None:
+        if z >= 1.0:
+            self.reachable_from = min(self.reachable_from, rho)
+            self.unreachable_below = max(self.unreachable_below, rho / z)
+        else:
+            self.unreachable_below = max(self.unreachable_below, rho)
+            if z > 0:
+                self.reachable_from = min(self.reachable_from, rho / z)
+
+    def decide(self, rho: float) -> bool | None:
+        """True / False when the bounds decide ``rho``; None when a solve must."""
+        if rho > self.reachable_from * (1.0 + self.MARGIN):
+            return True
+        if rho < self.unreachable_below * (1.0 - self.MARGIN):
+            return False
+        return None
 
 
 def _ftf_rows(thr, rho, since_start, remaining, isolated_time) -> np.ndarray:

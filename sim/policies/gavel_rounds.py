@@ -47,12 +47,8 @@ import numpy as np
 from ..errors import ConfigError, SimError
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 from .base import Policy
-from .gavel_kernels import assign_workers, select_jobs
+from .gavel_kernels import credit_finished, credit_running, round_plan
 from .gavel_lp import check_solver
-
-#: Gavel's priority for a job on a type whose time total is still 0 (``allocation * 1e9``)
-UNRUN_PRIORITY = 1.0e9
-
 
 class GavelRounds(Policy):
     """Gavel's round mechanism around an allocation; subclasses define :meth:`allocation`."""
@@ -105,8 +101,7 @@ class GavelRounds(Policy):
         self.rounds = 0
         self.resets = 0
         self.lease_extensions = 0
-        self._thr_ids: np.ndarray | None = None
-        self._thr = np.zeros((0, m))
+        self._thr_cache = ThroughputCache()
         self._reset_run(state)
 
     def _reset_run(self, state: SchedState | None) -> None:
@@ -133,13 +128,11 @@ class GavelRounds(Policy):
         if not state.running.any() and not (state.jobs.arrival > now).any():
             self.last_reset = 0.0          # Gavel forces a reset when nothing runs or comes
         self._maybe_reset(state, thr)
-        pri = self._priorities(ids, thr)
         order = self._type_order(len(state.cluster.gpu_types))
-        chosen_type = self._select(state, thr, pri, order)
-        nodes, counts, owner = self._assign(state, chosen_type, order)
+        chosen_type, plan = self._plan(state, thr, order)
         self.rounds += 1
         self.ran_on[ids] = -1
-        placed = np.unique(owner)
+        placed = np.flatnonzero(np.diff(plan.indptr) > 0)
         self.ran_on[ids[placed]] = chosen_type[placed]
         self.round_start = now
         if placed.size == 0:
@@ -147,42 +140,22 @@ class GavelRounds(Policy):
             if ids.size and not (state.jobs.arrival > now).any():
                 raise SimError(f"policy {self.name}: no active job can be scheduled at t={now} "
                                f"(first: job {int(ids[0])}) and no job is left to arrive")
-            return plan_from_owners(ids.size, owner, nodes, counts)
+            return plan
         self.round_end = now + self.time_per_round_s
-        plan = plan_from_owners(ids.size, owner, nodes, counts)
         return Plan(plan.indptr, plan.nodes, plan.counts, wakeup=self.round_end)
 
     def _throughputs(self, state: SchedState) -> np.ndarray:
-        """``state.type_throughputs``, reused while the active set is the same (it depends
-        only on the jobs' models and GPU counts)."""
-        if self._thr_ids is None or not np.array_equal(self._thr_ids, state.active):
-            self._thr_ids, self._thr = state.active.copy(), state.type_throughputs
-        return self._thr
+        return self._thr_cache.get(state)
 
     def _credit_finished(self, state: SchedState) -> None:
         """Jobs dispatched this round that have finished: their time counts for their type."""
-        ran = np.flatnonzero(self.ran_on >= 0)
-        if ran.size == 0:
-            return
-        gone = ran[~_is_active(state)[ran]]
-        if gone.size:
-            np.add.at(self.worker_time, self.ran_on[gone], state.now - self.round_start)
-            self.ran_on[gone] = -1
-            self.member[gone] = False
+        if credit_finished(state.active, self.ran_on, self.member, self.worker_time,
+                           state.now - self.round_start):
             self.need_update = True
 
     def _credit_running(self, state: SchedState) -> None:
-        ids = state.active
-        t = self.ran_on[ids]
-        on = t >= 0
-        if on.any():
-            dt = state.now - self.round_start
-            self.time_so_far[ids[on], t[on]] += dt
-            np.add.at(self.worker_time, t[on], dt)
-        gone = np.flatnonzero(self.member)
-        gone = gone[~_is_active(state)[gone]]
-        if gone.size:                     # finished without being dispatched this round
-            self.member[gone] = False
+        if credit_running(state.active, self.ran_on, self.member, self.time_so_far,
+                          self.worker_time, state.now - self.round_start):
             self.need_update = True
 
     def _join(self, state: SchedState, thr: np.ndarray) -> None:
@@ -216,60 +189,37 @@ class GavelRounds(Policy):
         self.need_update = False
         self.resets += 1
 
-    def _priorities(self, ids: np.ndarray, thr: np.ndarray) -> np.ndarray:
-        x = self.alloc[ids]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(self.worker_time > 0, self.time_so_far[ids] / self.worker_time, 0.0)
-            pri = np.where(frac > 0, x / frac, x * UNRUN_PRIORITY)
-        pri = np.where((x > 0) & (thr <= 0), 0.0, pri)
-        return np.where(self.in_alloc[ids, None], pri, 0.0)
-
     def _type_order(self, m: int) -> list[int]:
         order = list(range(m))
         if self.shuffle_types:
             self._shuffler.shuffle(order)
         return order
 
-    def _select(self, state: SchedState, thr, pri, order) -> np.ndarray:
-        """Gavel's greedy pass over the per-type sorted queues: the type each job runs on."""
-        ids, c = state.active, state.cluster
-        m = len(c.gpu_types)
-        x, d = self.alloc[ids], self.deficit[ids]
-        queues = np.empty((m, ids.size), np.int64)
-        for t in range(m):
-            queues[t] = np.lexsort((-x[:, t], -d[:, t], -pri[:, t]))
-        left = np.bincount(c.node_type, weights=c.node_gpus, minlength=m)
-        return select_jobs(order, queues, thr, pri, state.demand, left, self.skip_zero_priority)
-
-    def _assign(self, state: SchedState, chosen: np.ndarray, order) -> tuple:
-        """GPUs for the chosen jobs: lease extension first, then the strided walk."""
-        c, ids = state.cluster, state.active
-        owner, nodes, counts, kept = assign_workers(
-            order, chosen, state.demand, self.in_alloc[ids], previous_types(state),
-            state.pl_indptr, state.pl_nodes, state.pl_counts, c.node_type, c.node_gpus,
-            self.name, ids)
+    def _plan(self, state: SchedState, thr: np.ndarray, order) -> tuple:
+        """Gavel's priorities, per-type queues, greedy pick and worker assignment (lease
+        extension first, then the strided walk), in one kernel call: (type per job, Plan)."""
+        c = state.cluster
+        left = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types))
+        chosen, indptr, nodes, counts, kept = round_plan(
+            state.active, thr, self.alloc, self.deficit, self.time_so_far, self.in_alloc,
+            self.worker_time, order, state.demand, left, self.skip_zero_priority,
+            state.pl_indptr, state.pl_nodes, state.pl_counts, c.node_type, c.node_gpus, self.name)
         self.lease_extensions += kept
-        return nodes, counts, owner
+        return chosen, Plan(indptr, nodes, counts)
 
 
-def _is_active(state: SchedState) -> np.ndarray:
-    """bool [n_jobs]: the job is active (a mask: faster than ``np.isin`` on every call)."""
-    mask = np.zeros(len(state.jobs), bool)
-    mask[state.active] = True
-    return mask
+class ThroughputCache:
+    """``state.type_throughputs``, reused while the active set is the same (it depends only
+    on the jobs' models and GPU counts, which do not change during a run)."""
 
+    def __init__(self):
+        self._ids: np.ndarray | None = None
+        self._thr = np.zeros((0, 0))
 
-def previous_types(state: SchedState) -> np.ndarray:
-    """The GPU type each active job ran on (-1: none, or several)."""
-    c = state.cluster
-    lens = np.diff(state.pl_indptr)
-    job_of = np.repeat(np.arange(lens.size), lens)
-    types = c.node_type[state.pl_nodes] if state.pl_nodes.size else np.zeros(0, np.int64)
-    lo = np.full(lens.size, np.iinfo(np.int64).max)
-    hi = np.full(lens.size, -1)
-    np.minimum.at(lo, job_of, types)
-    np.maximum.at(hi, job_of, types)
-    return np.where((lens > 0) & (lo == hi), hi, -1)
+    def get(self, state: SchedState) -> np.ndarray:
+        if self._ids is None or not np.array_equal(self._ids, state.active):
+            self._ids, self._thr = state.active.copy(), state.type_throughputs
+        return self._thr
 
 
 def plan_from_owners(n: int, owner: np.ndarray, nodes: np.ndarray, counts: np.ndarray) -> Plan:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConfigError
+from ..placement import changed_jobs
 from . import register
 from .base import Policy, stable_order
 
@@ -126,7 +127,10 @@ class LAS(Policy):
         plan = super().schedule(state)
         ids = state.active
         after = np.diff(plan.indptr) > 0
-        start = after & (state.ngpu == 0)
+        # a (re)start: a job that gets GPUs, or a running one moved to another GPU type
+        start = after & ((state.ngpu == 0) | changed_jobs(state.pl_indptr, state.pl_nodes,
+                                                           state.pl_counts, plan.indptr,
+                                                           plan.nodes, plan.counts))
         if start.any():
             sid = ids[start]
             delay = np.where(self.started[sid], state.jobs.restart_delay[sid], 0.0)

@@ -52,7 +52,7 @@ from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 from . import register
 from .base import Policy
 from .gavel_lp import isolated_allocation
-from .gavel_rounds import check_positive, plan_from_owners, validate_runnable
+from .gavel_rounds import ThroughputCache, check_positive, plan_from_owners, validate_runnable
 
 #: Themis' lease length (s) and fairness knob f (algorithms.md §5.4: ~10 min leases, f = 0.8)
 LEASE_S = 600.0
@@ -125,13 +125,14 @@ class Themis(Policy):
         self.lease_end = np.full(n, -np.inf)     # per job id: when its lease expires
         self.seen = np.zeros(n, bool)
         self.auctions = 0
+        self._thr_cache = ThroughputCache()
 
     # -- entry point -------------------------------------------------------------------
     def schedule(self, state: SchedState) -> Plan:
         if self._jobs is not state.jobs or state.now < self._now:
             self._reset(state)
         self._now = now = state.now
-        ids, thr = state.active, state.type_throughputs
+        ids, thr = state.active, self._thr_cache.get(state)
         new = ~self.seen[ids]
         if new.any():
             validate_runnable(self.name, state, thr, new)

@@ -31,13 +31,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ConfigError
+from ..network import GBIT_BYTES, comm_time
 from .gradients import BYTES_PER_PARAM, DEFAULT_BATCH, DEFAULT_PARAMETERS, gradient_bytes, per_gpu_batch
 
 __all__ = ["LatencyModel", "ProportionalRates", "GBIT_BYTES", "largest_remainder", "comm_time",
            "placement_times"]
-
-#: bytes/s in one Gbit/s (cluster bandwidths are given in Gbit/s)
-GBIT_BYTES = 1e9 / 8.0
 
 
 def largest_remainder(total: np.ndarray, weights: np.ndarray, group: np.ndarray) -> np.ndarray:
@@ -54,14 +52,6 @@ def largest_remainder(total: np.ndarray, weights: np.ndarray, group: np.ndarray)
     rank = np.empty_like(order)
     rank[order] = np.arange(order.shape[0]) - start[group[order]]
     return base + (rank < np.rint(left).astype(np.int64)[group])
-
-
-def comm_time(n_workers: np.ndarray, grad_bytes: np.ndarray, r_min: np.ndarray) -> np.ndarray:
-    """Seconds of one ring all-reduce: ``2 (n-1)/n * D / r_min``; 0 for one worker."""
-    n = np.asarray(n_workers, float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = 2.0 * (n - 1.0) / n * grad_bytes / r_min
-    return np.where(n > 1, np.where(r_min > 0, t, np.inf), 0.0)
 
 
 def placement_times(P, grad, indptr, counts, rho, intra, inter, integer: bool = False) -> np.ndarray:

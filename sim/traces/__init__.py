@@ -106,7 +106,8 @@ def _jobs(path, skip_invalid: bool = False, **kw):
     rep.rows = len(jt) + len(jt.skipped)
     rep.jobs = len(jt)
     for e in jt.skipped:
-        rep.skip(f"invalid {e.field}", [e.row], str(e))
+        reason = "not_utf8" if e.message.startswith("not UTF-8") else f"invalid {e.field}"
+        rep.skip(reason, [e.row], str(e))
     return TraceLoad(jobs=jt, report=rep, extra=pa.table({"job_id": jt.table.column("job_id")}))
 
 

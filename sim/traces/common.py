@@ -39,6 +39,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ..errors import ConfigError, TraceError
+from ..fsio import CheckedUtf8
 from ..jobs import JobTable
 from ..limits import MAX_TIME_S, clip, fmt_num
 
@@ -287,62 +288,7 @@ def _check_file(path) -> Path:
     return p
 
 
-class _CheckedUtf8(io.RawIOBase):
-    """The bytes of a text file as pyarrow reads them, with the lines that are not valid UTF-8
-    found and their bad bytes replaced (U+FFFD), so one such line is a row-level problem (named
-    by its line, skippable) instead of a failure of the whole block.  Line breaks are kept, so
-    physical line numbers do not change.  ``bad_lines`` lists the 1-based lines found so far."""
-
-    def __init__(self, path: Path, chunk: int = _CSV_BLOCK):
-        super().__init__()
-        self._f = open(path, "rb")
-        self._chunk = chunk
-        self._carry = b""
-        self._buf = memoryview(b"")
-        self._line = 1
-        self.bad_lines: list[int] = []
-
-    def readable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        self._f.close()
-        super().close()
-
-    def readinto(self, b) -> int:
-        while not len(self._buf):
-            chunk = self._f.read(self._chunk)
-            if not chunk and not self._carry:
-                return 0
-            data = self._carry + chunk
-            cut = data.rfind(b"\n") + 1 if chunk else len(data)   # whole lines, all at the end
-            if cut == 0:                    # no line end yet: read on
-                self._carry = data
-                continue
-            self._carry = data[cut:]
-            self._buf = memoryview(self._clean(data[:cut]))
-        n = min(len(b), len(self._buf))
-        b[:n] = self._buf[:n]
-        self._buf = self._buf[n:]
-        return n
-
-    def _clean(self, data: bytes) -> bytes:
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            pieces = data.split(b"\n")
-            for k, piece in enumerate(pieces):
-                try:
-                    piece.decode("utf-8")
-                except UnicodeDecodeError:
-                    self.bad_lines.append(self._line + k)
-                    pieces[k] = piece.decode("utf-8", "replace").encode("utf-8")
-            data = b"\n".join(pieces)
-        self._line += data.count(b"\n")
-        return data
-
-
-def _drop_bad_text(stream: _CheckedUtf8, batch: pa.RecordBatch, rows: np.ndarray, line_offset: int,
+def _drop_bad_text(stream: CheckedUtf8, batch: pa.RecordBatch, rows: np.ndarray, line_offset: int,
                    report: TraceReport, skip_invalid: bool):
     """Rows of ``batch`` on lines that were not UTF-8: raise for the first, or skip and count
     them (reason ``not_utf8``).  Returns the batch and its rows without them."""
@@ -448,7 +394,7 @@ def csv_batches(path, *, fmt_name: str, report: TraceReport, required: Sequence[
             raise TraceError(f"not a text file or not UTF-8: {msg}", file=src) from None
         raise TraceError(f"cannot parse as {fmt_name}: {msg}", file=src) from None
 
-    stream = _CheckedUtf8(path)
+    stream = CheckedUtf8(path, _CSV_BLOCK)
     try:
         yield from _csv_blocks(stream, ropt, popt, copt, fail, malformed, report, skip_invalid,
                                line_offset, wanted, src)
@@ -528,87 +474,164 @@ def parquet_batches(path, *, fmt_name: str, report: TraceReport, required: Seque
 
 
 # --------------------------------------------------------------------------------- JSON input
-def json_records(path, *, report: TraceReport, chunk: int = _JSON_CHUNK) -> Iterator[tuple[int, object]]:
+#: Bytes that are not UTF-8 are decoded as lone surrogates (``surrogateescape``): the JSON decoder
+#: takes them as ordinary characters inside strings, so one bad element is found, named by its line
+#: and key, and skippable, instead of failing the whole file.
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+
+
+def _shown(key: str) -> str:
+    """A JSON key as text that prints: bytes that were not UTF-8 as ``\\xNN``."""
+    return key.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _bad_text_field(value, path: str = "") -> str | None:
+    """The key path (``attempts[0].start_time``) of the first string, key or value, in a decoded JSON
+    value that holds bytes that were not UTF-8; None if there is none."""
+    if isinstance(value, str):
+        return (path or "<value>") if _NOT_UTF8.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            sub = f"{path}.{_shown(key)}" if path else _shown(key)
+            if _NOT_UTF8.search(key):
+                return sub
+            found = _bad_text_field(item, sub)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for k, item in enumerate(value):
+            found = _bad_text_field(item, f"{path}[{k}]")
+            if found is not None:
+                return found
+    return None
+
+
+class _JsonText:
+    """The text of a JSON file read in chunks: ``buf`` holds the unread part (plus what
+    :meth:`trim` has not dropped yet), ``line_at(pos)`` the physical line of a position in it."""
+
+    def __init__(self, f, chunk: int):
+        self._f, self._chunk = f, chunk
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+        self.buf = ""
+        self.eof = False
+        self._first_line = 1            # physical line of buf[0]
+
+    def more(self) -> bool:
+        if self.eof:
+            return False
+        raw = self._f.read(self._chunk)
+        self.buf += self._utf8.decode(raw, final=not raw)
+        self.eof = not raw
+        return bool(raw)
+
+    def trim(self, pos: int) -> int:
+        """Drop ``buf[:pos]``; returns the new position of ``pos`` (0)."""
+        self._first_line += self.buf.count("\n", 0, pos)
+        self.buf = self.buf[pos:]
+        return 0
+
+    def line_at(self, pos: int) -> int:
+        return self._first_line + self.buf.count("\n", 0, pos)
+
+    def not_utf8(self, start: int, end: int) -> int | None:
+        """Line of the first byte that was not UTF-8 in ``buf[start:end]``, or None."""
+        m = _NOT_UTF8.search(self.buf, start, end)
+        return None if m is None else self.line_at(m.start())
+
+
+def json_records(path, *, report: TraceReport, skip_invalid: bool = False,
+                 chunk: int = _JSON_CHUNK) -> Iterator[tuple[int, object]]:
     """Stream the elements of a top-level JSON array (or of a JSON-lines file), one at a time.
 
     Yields ``(index, value)``.  Never holds more than one element plus one chunk of text.  A
     file that ends inside an element or before the closing ``]`` is a truncated file
-    (TraceError naming the element index).
+    (TraceError naming the element index).  An element with bytes that are not UTF-8 is invalid
+    input named by element (row), line and key (field): with ``skip_invalid`` it is skipped and
+    counted (reason ``not_utf8``), not yielded; such bytes outside any string are an error.
     """
     path = _check_file(path)
     src = str(path)
     dec = json.JSONDecoder()
     ws = re.compile(r"[\s,]*")
     with open(path, "rb") as f:
-        buf = ""
-        eof = False
-        utf8 = codecs.getincrementaldecoder("utf-8")()
-        lines = 1                       # physical line at the start of the next raw chunk
-
-        def more() -> bool:
-            nonlocal buf, eof, lines
-            if eof:
-                return False
-            raw = f.read(chunk)
-            try:
-                s = utf8.decode(raw, final=not raw)
-            except UnicodeDecodeError as exc:
-                line = lines + raw[: max(exc.start, 0)].count(b"\n")
-                raise TraceError(f"not UTF-8 text: invalid bytes (line {line})", file=src) from None
-            lines += raw.count(b"\n")
-            if not raw:
-                eof = True
-                return False
-            buf += s
-            return True
-
-        more()
-        pos = ws.match(buf, 0).end()
-        while pos >= len(buf) and more():
-            pos = ws.match(buf, pos).end()
-        if pos >= len(buf):
+        text = _JsonText(f, chunk)
+        text.more()
+        pos = ws.match(text.buf, 0).end()
+        while pos >= len(text.buf) and text.more():
+            pos = ws.match(text.buf, pos).end()
+        if pos >= len(text.buf):
             raise TraceError("no JSON content", file=src)
-        array = buf[pos] == "["
+        array = text.buf[pos] == "["
         if array:
             pos += 1
         idx = 0
         while True:
-            m = ws.match(buf, pos)
-            pos = m.end()
-            while pos >= len(buf):
-                if not more():
+            pos = ws.match(text.buf, pos).end()
+            while pos >= len(text.buf):
+                if not text.more():
                     if array:
                         raise TraceError(f"truncated file: the JSON array is not closed with ']' after "
                                          f"{idx} element(s)", file=src, row=idx)
                     return
-                pos = ws.match(buf, pos).end()
-            if array and buf[pos] == "]":
-                rest = buf[pos + 1:].strip()
-                if rest or (more() and buf[pos + 1:].strip()):
-                    raise TraceError("unexpected content after the closing ']'", file=src, row=idx)
+                pos = ws.match(text.buf, pos).end()
+            if array and text.buf[pos] == "]":
+                _check_array_end(text, pos, src, idx)
                 return
-            while True:
-                try:
-                    obj, end = dec.raw_decode(buf, pos)
-                    # a number at the buffer's end may continue in the next chunk
-                    if end >= len(buf) and not eof and more():
-                        continue
-                    break
-                except json.JSONDecodeError as exc:
-                    if more():
-                        continue
-                    if exc.pos >= len(buf.rstrip()) - 1 or exc.msg.startswith("Unterminated"):
-                        raise TraceError(f"truncated file: JSON element {idx} is incomplete ({exc.msg})",
-                                         file=src, row=idx) from None
-                    raise TraceError(f"invalid JSON in element {idx}: {exc.msg} at character "
-                                     f"{exc.pos - pos} of the element", file=src, row=idx) from None
+            obj, end = _json_element(text, dec, pos, src, idx)
             report.rows += 1
-            yield idx, obj
+            if _utf8_element_ok(text, obj, pos, end, src, idx, report, skip_invalid):
+                yield idx, obj
             idx += 1
-            pos = end
-            if pos > chunk:             # keep the buffer small
-                buf = buf[pos:]
-                pos = 0
+            pos = text.trim(end) if end > chunk else end     # keep the buffer small
+
+
+def _check_array_end(text: _JsonText, pos: int, src: str, idx: int) -> None:
+    rest = text.buf[pos + 1:].strip()
+    if rest or (text.more() and text.buf[pos + 1:].strip()):
+        line = text.not_utf8(pos + 1, len(text.buf))
+        what = f"not UTF-8 text: invalid bytes (line {line})" if line else "unexpected content"
+        raise TraceError(f"{what} after the closing ']'", file=src, row=idx)
+
+
+def _json_element(text: _JsonText, dec: json.JSONDecoder, pos: int, src: str, idx: int):
+    """Decode the element starting at ``text.buf[pos]``, reading more text as needed; returns
+    ``(value, end)``."""
+    while True:
+        try:
+            obj, end = dec.raw_decode(text.buf, pos)
+        except json.JSONDecodeError as exc:
+            if text.more():
+                continue
+            line = text.not_utf8(pos, exc.pos + 1)
+            if line is not None:
+                raise TraceError(f"not UTF-8 text: invalid bytes outside a string (line {line})",
+                                 file=src, row=idx) from None
+            if exc.pos >= len(text.buf.rstrip()) - 1 or exc.msg.startswith("Unterminated"):
+                raise TraceError(f"truncated file: JSON element {idx} is incomplete ({exc.msg})",
+                                 file=src, row=idx) from None
+            raise TraceError(f"invalid JSON in element {idx}: {exc.msg} at character "
+                             f"{exc.pos - pos} of the element (line {text.line_at(exc.pos)})",
+                             file=src, row=idx) from None
+        # a number at the buffer's end may continue in the next chunk
+        if end >= len(text.buf) and not text.eof and text.more():
+            continue
+        return obj, end
+
+
+def _utf8_element_ok(text: _JsonText, obj, pos: int, end: int, src: str, idx: int,
+                     report: TraceReport, skip_invalid: bool) -> bool:
+    """False (counted as skipped) if element ``idx`` held bytes that were not UTF-8 and
+    ``skip_invalid``; raises if it did and not ``skip_invalid``; True if it did not."""
+    line = text.not_utf8(pos, end)
+    if line is None:
+        return True
+    err = TraceError(f"not UTF-8 text: invalid bytes (line {line})", file=src, row=idx,
+                     field=_bad_text_field(obj))
+    if not skip_invalid:
+        raise err
+    report.skip("not_utf8", [idx], str(err))
+    return False
 
 
 # --------------------------------------------------------------------------------- conversions

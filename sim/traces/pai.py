@@ -96,16 +96,18 @@ def read_pai(task_table, job_table=None, *, skip_invalid: bool = False, fraction
         if (~keep).any():
             bad_jobs.append(pc.filter(name, pa.array(~keep)))
         mk = pa.array(keep)
+        # the arithmetic on kept rows only: invalid ones may hold NaN or inf (inf x 0 warns)
+        inst, pg, st, en = inst[keep], pg[keep], st[keep], en[keep]
         g = inst * pg / 100.0
         gi = inst * np.ceil(pg / 100.0 - 1e-9)
         gpu_task = g > 0
+        gpu_type = strings(cols["gpu_type"]) if "gpu_type" in cols else pa.array([""] * len(rows))
         t_parts.append(pa.table({
             "job_name": pc.filter(strings(name), mk),
-            "row": rows[keep], "gpus": g[keep], "gpus_inst": gi[keep],
-            "start": np.where(gpu_task, st, np.nan)[keep], "end": np.where(gpu_task, en, np.nan)[keep],
-            "first_start": st[keep],
-            "gpu_type": pc.filter(pc.if_else(pa.array(gpu_task), strings(cols["gpu_type"]) if "gpu_type" in cols
-                                             else pa.array([""] * len(rows)), pa.scalar(None, pa.string())), mk),
+            "row": rows[keep], "gpus": g, "gpus_inst": gi,
+            "start": np.where(gpu_task, st, np.nan), "end": np.where(gpu_task, en, np.nan),
+            "first_start": st,
+            "gpu_type": pc.if_else(pa.array(gpu_task), pc.filter(gpu_type, mk), pa.scalar(None, pa.string())),
         }))
     if not t_parts:
         raise TraceError("no task rows", file=str(task_path))

@@ -134,7 +134,7 @@ def read_philly_log(path, *, skip_invalid: bool = False, tz: str | None = PHILLY
     report = TraceReport(str(path), "philly-log")
     parts = []
     buf: list[tuple[int, object]] = []
-    for idx, obj in json_records(path, report=report):
+    for idx, obj in json_records(path, report=report, skip_invalid=skip_invalid):
         buf.append((idx, obj))
         if len(buf) >= _BATCH:
             parts.append(_log_block(buf, report, skip_invalid, tz, attempts, gpus_from, statuses,

@@ -63,7 +63,8 @@ def replay_oracle(cluster: Cluster | Iterable[str], *, reference_type: str | Non
         raise ConfigError(f"speeds={speeds!r}: use 'uniform' or 'relative'")
     return TableThroughput({ref: {model: {1: 1.0}}}, reference_type=ref, spread_penalty=1.0,
                            scaling_efficiency=1.0, relative_speed=rel, restart_delays={},
-                           default_restart_delay_s=restart_delay_s, source=f"<replay oracle, {speeds}, ref {ref}>")
+                           default_restart_delay_s=restart_delay_s, reference_bandwidth_gbps=None,
+                           source=f"<replay oracle, {speeds}, ref {ref}>")
 
 
 def trace_oracle(load: TraceLoad, fmt: str, cluster: Cluster, oracle=None):

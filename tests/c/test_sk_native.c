@@ -1,8 +1,9 @@
 /* C-level tests of the native policies (csrc/sk_native.c), run under AddressSanitizer/UBSan
  * by tests/c/run_sanitizers.sh: every policy over a contended random workload (the rate
- * protocol, records that fill up, preemptions and Tiresias wakeups), LAS under heavy
- * contention (request classes, leases ending between rounds, ties), a hand-worked FIFO case,
- * and the error paths. */
+ * protocol, records that fill up, preemptions and Tiresias wakeups) under every type choice
+ * rule, with jobs barred from a type (never placed there, never across types), LAS under
+ * heavy contention (request classes, leases ending between rounds, ties, moves between
+ * types), hand-worked FIFO and type-choice cases, and the error paths. */
 #include "sk_native.h"
 
 #include <math.h>
@@ -63,8 +64,27 @@ static const int32_t TYPES[3] = {0, 1, 1};
 static const double SPEED[3] = {1.0, 1.0, 0.5};
 static const double FGD_W[2 * 5] = {0, 1, 2, 3, 0, 0, 1, 2, 3, 0};
 
-static sk_engine *engine_with(int32_t kind, int32_t spread, int64_t n, const double *arrival,
-                              const double *work, const int32_t *demand, double round_s) {
+/* Buckets: distinct (request, allowed mask) pairs in increasing order (sim/native.py). */
+static int32_t make_buckets(int64_t n, const int32_t *demand, const double *trate, int32_t *bucket) {
+    int64_t key[40], uniq[40];
+    int32_t nu = 0;
+    for (int64_t j = 0; j < n; j++) {
+        key[j] = (int64_t)demand[j] * 4 + (trate[2 * j] > 0.0) + 2 * (trate[2 * j + 1] > 0.0);
+        int32_t k = 0;
+        while (k < nu && uniq[k] != key[j]) k++;
+        if (k == nu) uniq[nu++] = key[j];
+    }
+    for (int64_t j = 0; j < n; j++) {
+        int32_t rank = 0;
+        for (int32_t k = 0; k < nu; k++) rank += uniq[k] < key[j];
+        bucket[j] = rank;
+    }
+    return nu;
+}
+
+static sk_engine *engine_typed(int32_t kind, int32_t spread, int64_t n, const double *arrival,
+                               const double *work, const int32_t *demand, double round_s,
+                               const double *trate, int32_t choice) {
     double delay[40];
     int32_t model[40], bucket[40];
     double est[40];
@@ -72,8 +92,8 @@ static sk_engine *engine_with(int32_t kind, int32_t spread, int64_t n, const dou
         delay[j] = 5.0;
         model[j] = (int32_t)(j % 2);
         est[j] = work[j] / demand[j];
-        bucket[j] = demand[j] == 1 ? 0 : demand[j] == 2 ? 1 : demand[j] == 4 ? 2 : 3;
     }
+    int32_t nb = make_buckets(n, demand, trate, bucket);
     sk_engine *e = NULL;
     int32_t why = SK_WHY_ARRIVAL | SK_WHY_COMPLETION;
     if (sk_engine_new(&e, 3, GPUS, n, arrival, work, delay, demand, round_s, arrival[0], why) != SK_OK)
@@ -82,16 +102,24 @@ static sk_engine *engine_with(int32_t kind, int32_t spread, int64_t n, const dou
     int preemptive = kind > SK_POL_SJF;
     sk_policy_spec spec = {kind, spread, preemptive, kind == SK_POL_FIFO, !preemptive, preemptive, 1,
                            kind == SK_POL_TIRESIAS ? 2 : 0, thr, 1e-9, 60.0};
-    sk_native_inputs in = {model, est, bucket, 4, TYPES, SPEED, 2, FGD_W, 5};
+    sk_native_inputs in = {model, est, bucket, nb, TYPES, SPEED, 2, FGD_W, 5, trate, choice, 42};
     CHECK(sk_native_set_policy(e, &spec, &in) == SK_OK);
     return e;
 }
 
-/* 40 random jobs of 1, 2, 4 or 8 GPUs.  bursty: a third arrive with the job before them
- * (ties), every fifth has the same work, the others up to 2,050 s; else gaps of up to 19 s
- * and work of 10-509 s. */
+/* Every job may use both types (rate 2 on type 0, 1 on type 1), first fit. */
+static sk_engine *engine_with(int32_t kind, int32_t spread, int64_t n, const double *arrival,
+                              const double *work, const int32_t *demand, double round_s) {
+    static double both[80];
+    for (int64_t j = 0; j < 2 * n; j++) both[j] = j % 2 ? 1.0 : 2.0;
+    return engine_typed(kind, spread, n, arrival, work, demand, round_s, both, SK_TYPE_FIRST_FIT);
+}
+
+/* 40 random jobs of 1, 2, 4 or 6 GPUs (6: type 1 only, jobs never span types).  bursty: a
+ * third arrive with the job before them (ties), every fifth has the same work, the others
+ * up to 2,050 s; else gaps of up to 19 s and work of 10-509 s. */
 static void random_jobs(unsigned seed, int bursty, double *arrival, double *work, int32_t *demand) {
-    const int32_t sizes[4] = {1, 2, 4, 8};
+    const int32_t sizes[4] = {1, 2, 4, 6};
     double t = 0.0;
     for (int j = 0; j < 40; j++) {
         seed = seed * 1103515245u + 12345u;
@@ -105,12 +133,18 @@ static void random_jobs(unsigned seed, int bursty, double *arrival, double *work
 }
 
 static void test_every_policy_finishes(void) {
-    double arrival[40], work[40];
+    double arrival[40], work[40], trate[80];
     int32_t demand[40];
     random_jobs(7, 0, arrival, work, demand);
+    for (int j = 0; j < 40; j++) {
+        trate[2 * j] = 2.0;                          /* type 0 (4 GPUs) */
+        trate[2 * j + 1] = j % 3 == 1 && demand[j] <= 4 ? 0.0 : 1.0;   /* some barred from type 1 */
+    }
     for (int32_t kind = SK_POL_FIFO; kind <= SK_POL_TIRESIAS; kind++) {
         for (int32_t spread = 0; spread < 2; spread++) {
-            sk_engine *e = engine_with(kind, spread, 40, arrival, work, demand, kind == SK_POL_LAS ? 60.0 : 0.0);
+          for (int32_t choice = SK_TYPE_FIRST_FIT; choice <= SK_TYPE_RANDOM; choice++) {
+            sk_engine *e = engine_typed(kind, spread, 40, arrival, work, demand,
+                                        kind == SK_POL_LAS ? 60.0 : 0.0, trate, choice);
             records r;
             records_init(&r);
             CHECK(run_all(e, &r) > 0);
@@ -123,8 +157,13 @@ static void test_every_policy_finishes(void) {
             sk_native_counters c;
             CHECK(sk_native_counters_get(e, &c) == SK_OK);
             CHECK(c.placements >= 40 && c.decisions > 0);
-            for (int j = 0; j < 40; j++) CHECK(st[j] == SK_JOB_DONE && fin[j] >= arrival[j] && types[j] > 0);
+            for (int j = 0; j < 40; j++) {
+                CHECK(st[j] == SK_JOB_DONE && fin[j] >= arrival[j] && types[j] > 0);
+                if (kind <= SK_POL_SJF) CHECK(types[j] == 1 || types[j] == 2);   /* one type */
+                if (trate[2 * j + 1] == 0.0) CHECK(types[j] == 1);            /* never barred */
+            }
             sk_engine_free(e);
+          }
         }
     }
 }
@@ -165,9 +204,10 @@ static void test_las_contended(void) {
 }
 
 static void test_fifo_by_hand(void) {
-    /* node sizes 4, 4, 2; jobs of 8 (t=0), 4 (t=1), 2 (t=2): FIFO blocks job 1 behind job 0 */
-    double arrival[3] = {0.0, 1.0, 2.0}, work[3] = {80.0, 40.0, 10.0};
-    int32_t demand[3] = {8, 4, 2};
+    /* nodes 4 (type 0), 4 and 2 (type 1, the 2-GPU node at speed 0.5); jobs of 6 (t=0), 4
+       (t=1), 2 (t=2) */
+    double arrival[3] = {0.0, 1.0, 2.0}, work[3] = {48.0, 40.0, 10.0};
+    int32_t demand[3] = {6, 4, 2};
     sk_engine *e = engine_with(SK_POL_FIFO, 0, 3, arrival, work, demand, 0.0);
     records r;
     records_init(&r);
@@ -177,13 +217,35 @@ static void test_fifo_by_hand(void) {
     int32_t st[3];
     sk_results res = {fs, fin, gs, rs, restarts, st};
     CHECK(sk_engine_results(e, &res) == SK_OK);
-    /* job 0 on nodes 0+1 (types differ: slowest-worker rate 8 x 1 / 1.25 = 6.4): 80 / 6.4 = 12.5;
-       job 1 waits for it (node 2 has 2 GPUs), then takes node 0 alone: rate 8, 40 / 8 = 5;
-       job 2 would fit on node 2 but FIFO blocks behind job 1: it starts at 12.5 on node 1 */
-    CHECK(fs[0] == 0.0 && fin[0] == 12.5);
-    CHECK(fs[1] == 12.5 && fin[1] == 17.5);
-    CHECK(fs[2] == 12.5);
+    /* job 0 cannot take type 0 (4 GPUs) and never mixes types: nodes 1+2 of type 1, rate
+       6 x 1 x 0.5 / 1.25 = 2.4, 48 / 2.4 = 20 s; job 1 takes node 0 (type 0, rate 8): 1-6 s;
+       job 2 finds no type with 2 free GPUs until job 1 ends, then node 0: rate 4, 6-8.5 s */
+    CHECK(fs[0] == 0.0 && fabs(fin[0] - 20.0) < 1e-9);
+    CHECK(fs[1] == 1.0 && fin[1] == 6.0);
+    CHECK(fs[2] == 6.0 && fin[2] == 8.5);
     sk_engine_free(e);
+}
+
+static void test_type_choice_by_hand(void) {
+    /* one 2-GPU job at t=0, rate 1 on type 0 and 3 on type 1, work 30: first fit takes node 0
+       (type 0 comes first) and ends at 30 s; fastest takes type 1 (node 1) and ends at 10 s;
+       barred from type 0, first fit takes type 1 too */
+    double arrival[1] = {0.0}, work[1] = {30.0};
+    int32_t demand[1] = {2};
+    double trate[2] = {1.0, 3.0}, barred[2] = {0.0, 3.0};
+    struct { const double *rate; int32_t choice; int64_t type; } cases[3] = {
+        {trate, SK_TYPE_FIRST_FIT, 1}, {trate, SK_TYPE_FASTEST, 2}, {barred, SK_TYPE_FIRST_FIT, 2}};
+    for (int c = 0; c < 3; c++) {
+        sk_engine *e = engine_typed(SK_POL_FIFO, 0, 1, arrival, work, demand, 0.0, cases[c].rate,
+                                    cases[c].choice);
+        records r;
+        records_init(&r);
+        CHECK(run_all(e, &r) > 0);
+        int64_t types[1];
+        CHECK(sk_native_used_types(e, types) == SK_OK);
+        CHECK(types[0] == cases[c].type);
+        sk_engine_free(e);
+    }
 }
 
 static void test_errors(void) {
@@ -193,7 +255,8 @@ static void test_errors(void) {
     sk_engine *e = NULL;
     CHECK(sk_engine_new(&e, 3, GPUS, 1, arrival, work, delay, demand, 0.0, 0.0, 3) == SK_OK);
     sk_policy_spec spec = {99, 0, 0, 1, 1, 0, 1, 0, NULL, 0.0, 0.0};
-    sk_native_inputs in = {model, est, bucket, 1, TYPES, SPEED, 2, FGD_W, 5};
+    double trate[2] = {1.0, 1.0}, dead[2] = {0.0, 0.0};
+    sk_native_inputs in = {model, est, bucket, 1, TYPES, SPEED, 2, FGD_W, 5, trate, 0, 0};
     CHECK(sk_native_set_policy(e, &spec, &in) == SK_EINVAL);           /* unknown kind */
     spec.kind = SK_POL_FIFO;
     spec.preemptive = 1;
@@ -205,6 +268,14 @@ static void test_errors(void) {
     bucket[0] = 3;
     CHECK(sk_native_set_policy(e, &spec, &in) == SK_EINVAL);           /* bucket out of range */
     bucket[0] = 0;
+    in.type_rate = NULL;
+    CHECK(sk_native_set_policy(e, &spec, &in) == SK_EINVAL);           /* no type rates */
+    in.type_rate = dead;
+    CHECK(sk_native_set_policy(e, &spec, &in) == SK_EINVAL);           /* runs on no type */
+    in.type_rate = trate;
+    in.type_choice = 3;
+    CHECK(sk_native_set_policy(e, &spec, &in) == SK_EINVAL);           /* unknown rule */
+    in.type_choice = SK_TYPE_RANDOM;
     sk_native_records none = {0};
     CHECK(sk_native_run(e, &none) == SK_EINVAL);                      /* no policy yet */
     CHECK(sk_native_set_policy(e, &spec, &in) == SK_OK);
@@ -223,6 +294,7 @@ int main(void) {
     test_every_policy_finishes();
     test_las_contended();
     test_fifo_by_hand();
+    test_type_choice_by_hand();
     test_errors();
     if (failures) {
         fprintf(stderr, "test_sk_native: %d checks failed\n", failures);
