@@ -82,6 +82,7 @@ void ske_live(const sk_engine *e, int64_t j, double t, double *gpu_s, double *ru
 
 /* Hooks into the native policy (sk_native.c), called by the kernel when e->pol is set. */
 void skn_on_arrival(sk_engine *e, int64_t j);
+void skn_on_complete(sk_engine *e, int64_t j);
 void skn_on_node_change(sk_engine *e, int32_t node, int32_t used_before);  /* after the change */
 void skn_free(struct sk_policy *p);
 

@@ -306,6 +306,7 @@ static int complete(sk_engine *e, int64_t j, sk_batch *b) {
     e->n_done++;
     active_remove(e, j);
     b->completed[b->n_completed++] = j;
+    if (e->pol) skn_on_complete(e, j);
     return SK_OK;
 }
 

@@ -26,6 +26,17 @@ typedef struct {
     double work, est;
 } run_slot;
 
+/* A sorted run a[lo, hi) of running jobs; demand > 0 when they all hold that many GPUs. */
+typedef struct {
+    const run_slot *a;
+    int64_t lo, hi, cut;        /* cut: where preemptions start (select_jobs) */
+    int32_t demand;
+} run_seg;
+
+/* A waiting job with its key (kq, kflag, ka, arrival, job), kept in the heap entry so that
+ * heap operations read contiguous memory. */
+typedef struct { double ka, arrival; int64_t job; int32_t kq; int8_t kflag; } wait_key;
+
 typedef struct {            /* rate cache entry */
     int32_t model, ngpu, n_nodes, used;
     int64_t mask;
@@ -50,10 +61,18 @@ struct sk_policy {
     crossing *dem;
     /* queued jobs: one heap per distinct request */
     int32_t *bucket_demand;
-    int64_t *heap, *heap_off, *heap_len;
-    /* running jobs, in the last decision's order (preemptive policies) */
+    wait_key *heap;
+    int64_t *heap_off, *heap_len;
+    /* running jobs, in the last decision's order (SRTF, Tiresias) */
     run_slot *slots, *slots_tmp;
     int64_t n_slots;
+    /* LAS: running jobs by request class b, in slice b of slots (the waiting heaps' slices):
+     * those past their lease sorted at its front, leased ones (ahead of every waiting job,
+     * in any order) at its back */
+    int64_t *cls_cap, *cls_sorted, *cls_leased, *cls_done;   /* cls_done: completions since the last look */
+    run_slot *las_tmp;                  /* leases that ended at this decision */
+    run_seg *segs;                      /* contested running jobs, one sorted run per class */
+    int64_t *seg_cnt;                   /* 2 x classes: keep_in_bulk's counts */
     uint64_t *rkey, *rkey2;                 /* radix sort scratch */
     /* the pending plan: preempt[], then place[] with CSR entries, in decision order */
     int64_t *preempt, n_preempt, *place, n_place, *place_ptr, *place_pos;
@@ -105,12 +124,12 @@ struct sk_policy {
 
 /* ---------------------------------------------------------------- keys */
 
-static int key_less(const sk_engine *e, const struct sk_policy *p, int64_t a, int64_t b) {
-    if (p->kq[a] != p->kq[b]) return p->kq[a] < p->kq[b];
-    if (p->kflag[a] != p->kflag[b]) return p->kflag[a] < p->kflag[b];
-    if (p->ka[a] != p->ka[b]) return p->ka[a] < p->ka[b];
-    if (e->arrival[a] != e->arrival[b]) return e->arrival[a] < e->arrival[b];
-    return a < b;
+static int key_less(const wait_key *a, const wait_key *b) {
+    if (a->kq != b->kq) return a->kq < b->kq;
+    if (a->kflag != b->kflag) return a->kflag < b->kflag;
+    if (a->ka != b->ka) return a->ka < b->ka;
+    if (a->arrival != b->arrival) return a->arrival < b->arrival;
+    return a->job < b->job;
 }
 
 /* SRTF's key: remaining time on the reference GPU x GPUs (queue.SRTF.order). */
@@ -161,13 +180,13 @@ static int slot_less(const run_slot *a, const run_slot *b) {
     return a->job < b->job;
 }
 
-/* Does running slot s come before waiting job j? */
-static int slot_before(const sk_engine *e, const struct sk_policy *p, const run_slot *s, int64_t j) {
-    if (s->kq != p->kq[j]) return s->kq < p->kq[j];
-    if (s->kflag != p->kflag[j]) return s->kflag < p->kflag[j];
-    if (s->ka != p->ka[j]) return s->ka < p->ka[j];
-    if (s->arrival != e->arrival[j]) return s->arrival < e->arrival[j];
-    return s->job < j;
+/* Does running slot s come before waiting job w? */
+static int slot_before(const run_slot *s, const wait_key *w) {
+    if (s->kq != w->kq) return s->kq < w->kq;
+    if (s->kflag != w->kflag) return s->kflag < w->kflag;
+    if (s->ka != w->ka) return s->ka < w->ka;
+    if (s->arrival != w->arrival) return s->arrival < w->arrival;
+    return s->job < w->job;
 }
 
 /* A slot for job j, placed now (after the kernel applied the placement). */
@@ -193,31 +212,34 @@ static void slot_fill(const sk_engine *e, const struct sk_policy *p, run_slot *s
 
 static void heap_add(const sk_engine *e, struct sk_policy *p, int64_t j) {
     int32_t b = p->bucket[j];
-    int64_t *h = p->heap + p->heap_off[b];
+    wait_key *h = p->heap + p->heap_off[b], w = {p->ka[j], e->arrival[j], j, p->kq[j], p->kflag[j]};
     int64_t i = p->heap_len[b]++;
     while (i > 0) {
         int64_t up = (i - 1) / 2;
-        if (!key_less(e, p, j, h[up])) break;
+        if (!key_less(&w, &h[up])) break;
         h[i] = h[up];
         i = up;
     }
-    h[i] = j;
+    h[i] = w;
 }
 
 static int64_t heap_take(const sk_engine *e, struct sk_policy *p, int32_t b) {
-    int64_t *h = p->heap + p->heap_off[b];
-    int64_t top = h[0], last = h[--p->heap_len[b]], n = p->heap_len[b], i = 0;
+    wait_key *h = p->heap + p->heap_off[b], last = h[--p->heap_len[b]];
+    int64_t top = h[0].job, n = p->heap_len[b], i = 0;
     for (;;) {
         int64_t c = 2 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && key_less(e, p, h[c + 1], h[c])) c++;
-        if (!key_less(e, p, h[c], last)) break;
+        if (c + 1 < n && key_less(&h[c + 1], &h[c])) c++;
+        if (!key_less(&h[c], &last)) break;
         h[i] = h[c];
         i = c;
     }
     if (n > 0) h[i] = last;
     return top;
 }
+
+/* The head of waiting heap b. */
+static const wait_key *heap_head(const struct sk_policy *p, int32_t b) { return &p->heap[p->heap_off[b]]; }
 
 /* Does bucket b's request fit the budget of one of its allowed types? */
 static int bucket_fits(const struct sk_policy *p, int32_t b) {
@@ -228,13 +250,17 @@ static int bucket_fits(const struct sk_policy *p, int32_t b) {
 
 /* The bucket whose head comes first among those that fit (bucket_fits; all if any_size),
  * or -1. */
-static int32_t best_bucket(const sk_engine *e, const struct sk_policy *p, int any_size) {
+static int32_t best_bucket(const struct sk_policy *p, int any_size) {
     int32_t best = -1;
     for (int32_t b = 0; b < p->n_buckets; b++) {
         if (p->heap_len[b] == 0 || (!any_size && !bucket_fits(p, b))) continue;
-        if (best < 0 || key_less(e, p, p->heap[p->heap_off[b]], p->heap[p->heap_off[best]])) best = b;
+        if (best < 0 || key_less(heap_head(p, b), heap_head(p, best))) best = b;
     }
     return best;
+}
+
+void skn_on_complete(sk_engine *e, int64_t j) {
+    e->pol->cls_done[e->pol->bucket[j]]++;
 }
 
 void skn_on_arrival(sk_engine *e, int64_t j) {
@@ -331,6 +357,116 @@ static void compact_running(const sk_engine *e, struct sk_policy *p) {
     for (int64_t i = 0; i < p->n_slots; i++)
         if (e->state[p->slots[i].job] == SK_JOB_RUNNING) p->slots[m++] = p->slots[i];
     p->n_slots = m;
+}
+
+/* ---------------------------------------------------------------- LAS by class */
+
+/* Class b's slice of slots.  Within a class every job holds the same GPUs, so attained
+ * service grows at the same rate for all of them and their order hardly changes between
+ * decisions: re-sorting a class is a pass that moves nothing, where one list of all
+ * running jobs would be re-ordered at every round. */
+static run_slot *las_class(struct sk_policy *p, int32_t b) { return p->slots + p->heap_off[b]; }
+
+/* Job j, placed now, joins its class's leased jobs. */
+static int las_add(sk_engine *e, struct sk_policy *p, int64_t j) {
+    int32_t b = p->bucket[j];
+    if (p->cls_sorted[b] + p->cls_leased[b] >= p->cls_cap[b])
+        return ske_fail(e, SK_ESTATE, "native LAS: more running jobs of request %d than jobs",
+                        p->bucket_demand[b]);
+    p->cls_leased[b]++;
+    slot_fill(e, p, las_class(p, b) + p->cls_cap[b] - p->cls_leased[b], j);
+    return SK_OK;
+}
+
+/* Class b at time t: jobs that finished are dropped (preempted ones were cut off when they
+ * were preempted), leased jobs whose lease ended go to las_tmp (returns how many), the
+ * others stay at the slice's back. */
+static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int32_t b, double t) {
+    run_slot *a = las_class(p, b);
+    int64_t n = 0, cap = p->cls_cap[b], kept = 0, ended = 0;
+    if (p->cls_done[b]) {
+        for (int64_t i = 0; i < p->cls_sorted[b]; i++)
+            if (e->state[a[i].job] == SK_JOB_RUNNING) a[n++] = a[i];
+        p->cls_sorted[b] = n;
+    }
+    for (int64_t i = cap - 1; i >= cap - p->cls_leased[b]; i--) {   /* top down: writes stay above i */
+        if (p->cls_done[b] && e->state[a[i].job] != SK_JOB_RUNNING) continue;
+        if (t < a[i].begin + p->spec.lease_s) a[cap - 1 - kept++] = a[i];
+        else p->las_tmp[ended++] = a[i];
+    }
+    p->cls_leased[b] = kept;
+    p->cls_done[b] = 0;
+    return ended;
+}
+
+/* Merge the sorted m jobs of add into the sorted n jobs of a (room for n + m). */
+static void merge_into(run_slot *a, int64_t n, const run_slot *add, int64_t m) {
+    int64_t i = n - 1, k = n + m - 1;
+    for (int64_t q = m - 1; q >= 0; k--) a[k] = i >= 0 && slot_less(&add[q], &a[i]) ? a[i--] : add[q--];
+}
+
+/* Class b re-keyed at t and sorted by slot_less (leased jobs apart). */
+static void las_refresh(const sk_engine *e, struct sk_policy *p, int32_t b, double t) {
+    int64_t ended = las_drop_and_expire(e, p, b, t), n = p->cls_sorted[b];
+    run_slot *a = las_class(p, b);
+    int in_order = 1;                   /* key_slot past the lease; their order rarely changes */
+    for (int64_t i = 0; i < n; i++) {
+        a[i].ka = a[i].gs + (double)a[i].ngpu * (t - a[i].last);
+        if (i > 0 && in_order && !(a[i - 1].ka < a[i].ka)) in_order = !slot_less(&a[i], &a[i - 1]);
+    }
+    if (!in_order) sort_slots(p, a, n);
+    for (int64_t i = 0; i < ended; i++) key_slot(p, &p->las_tmp[i], t);
+    sort_slots(p, p->las_tmp, ended);
+    merge_into(a, n, p->las_tmp, ended);
+    p->cls_sorted[b] = n + ended;
+}
+
+/* A waiting job's key as a slot (slot_less(s, &x) is slot_before(s, w)). */
+static run_slot waiting_slot(const wait_key *w) {
+    run_slot x = {0};
+    x.ka = w->ka;
+    x.arrival = w->arrival;
+    x.job = w->job;
+    x.kq = w->kq;
+    x.kflag = w->kflag;
+    return x;
+}
+
+/* How many of the first n jobs of the sorted a come before x (galloping search: cheap
+ * when they are few). */
+static int64_t count_less(const run_slot *a, int64_t n, const run_slot *x) {
+    int64_t lo = 0, step = 1;
+    while (lo + step <= n && slot_less(&a[lo + step - 1], x)) { lo += step; step *= 2; }
+    int64_t hi = lo + step - 1 < n ? lo + step - 1 : n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (slot_less(&a[mid], x)) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+/* split_running for LAS: leased jobs and each class's jobs before the first waiting job
+ * are selected; the rest of each class is a sorted run of contested jobs (p->segs).
+ * *budget becomes the GPUs the selected ones leave; returns the number of runs. */
+static int32_t las_split(sk_engine *e, struct sk_policy *p, int64_t *budget) {
+    int32_t head_b = best_bucket(p, 1);
+    run_slot head = head_b < 0 ? (run_slot){0} : waiting_slot(heap_head(p, head_b));
+    int64_t used = 0;
+    for (int32_t b = 0; b < p->n_buckets; b++) {
+        las_refresh(e, p, b, e->now);
+        const run_slot *a = las_class(p, b);
+        int64_t n = p->cls_sorted[b], ahead = head_b < 0 ? n : count_less(a, n, &head);
+        used += (int64_t)p->bucket_demand[b] * (ahead + p->cls_leased[b]);
+        if (p->n_types > 1) {           /* each kept job charges its own type */
+            for (int64_t i = 0; i < ahead; i++) p->tbudget[a[i].type] -= a[i].demand;
+            for (int64_t i = p->cls_cap[b] - p->cls_leased[b]; i < p->cls_cap[b]; i++)
+                p->tbudget[a[i].type] -= a[i].demand;
+        }
+        p->segs[b] = (run_seg){a, ahead, n, n, p->bucket_demand[b]};
+    }
+    if (p->n_types == 1) p->tbudget[0] -= used;
+    *budget = e->total_gpus - used;
+    return p->n_buckets;
 }
 
 /* ---------------------------------------------------------------- Tiresias */
@@ -633,47 +769,137 @@ static int place_selected(sk_engine *e, struct sk_policy *p) {
     return SK_OK;
 }
 
-/* Selection (greedy_place's first loop) as a merge of the sorted contested running jobs
- * and the heads of the waiting heaps: a job is selected when its request fits in what is
- * left.  The best eligible heap is recomputed only when its head leaves or it no longer
- * fits (a smaller budget only removes heaps). */
-static void select_jobs(sk_engine *e, struct sk_policy *p, const run_slot *run, int64_t n_run,
+/* May select_jobs keep running jobs in bulk (keep_in_bulk)?  Its prefix argument counts
+ * one budget: valid for LAS's runs of one demand each when the cluster has one GPU type
+ * (its budget is the whole budget, every job may use it, and a running job that does not
+ * fit it cannot move).  With several types a job's own type's budget decides, job by job. */
+static int bulk_ok(const struct sk_policy *p) {
+    return !p->spec.blocking && p->segs[0].demand > 0 && p->n_types == 1;
+}
+
+/* The run whose head comes first (slot_less), or -1 when all are used up. */
+static int32_t first_run(const run_seg *seg, int32_t n_seg) {
+    if (n_seg == 1) return seg[0].lo < seg[0].hi ? 0 : -1;
+    int32_t best = -1;
+    for (int32_t k = 0; k < n_seg; k++)
+        if (seg[k].lo < seg[k].hi &&
+            (best < 0 || slot_less(&seg[k].a[seg[k].lo], &seg[best].a[seg[best].lo])))
+            best = k;
+    return best;
+}
+
+/* Run r's head leaves it (preempted: the run's cut starts there if it has none yet);
+ * returns the run whose head comes first now. */
+static int32_t run_pop(run_seg *seg, int32_t n_seg, int32_t r, int preempted) {
+    if (preempted && seg[r].cut == seg[r].hi) seg[r].cut = seg[r].lo;
+    seg[r].lo++;
+    return first_run(seg, n_seg);
+}
+
+/* GPUs of the jobs before x (all of them if x is NULL) in runs of one demand each: cnt[k]
+ * of run k, searched among its first cnt[k] (in: an upper bound). */
+static int64_t demand_before(const run_seg *seg, int32_t n_seg, const run_slot *x, int64_t *cnt) {
+    int64_t total = 0;
+    for (int32_t k = 0; k < n_seg; k++) {
+        if (x && cnt[k] > 0) cnt[k] = count_less(seg[k].a + seg[k].lo, cnt[k], x);
+        total += (int64_t)seg[k].demand * cnt[k];
+    }
+    return total;
+}
+
+/* select_jobs' walk over running jobs, in bulk.  The running jobs that come before x (the
+ * head of the best eligible waiting heap; NULL: none) are all walked before any waiting job:
+ * a heap that becomes the best eligible one as the budget shrinks has its head after x (it
+ * was eligible, and behind x, before).  So the longest prefix of them, in merged order, whose
+ * GPUs fit in room (the budget) is kept, whatever its order inside.  Found by halving on the
+ * run with the most candidates; stops when at most one per run is left (the walk decides
+ * those).  Returns the GPUs taken.  Runs of one demand only (seg[k].demand > 0). */
+static int64_t keep_in_bulk(run_seg *seg, int32_t n_seg, const run_slot *x, int64_t room,
+                            int64_t *cnt, int64_t *part) {
+    int64_t taken = 0;
+    for (int32_t k = 0; k < n_seg; k++) cnt[k] = seg[k].hi - seg[k].lo;
+    int64_t need = demand_before(seg, n_seg, x, cnt);
+    for (;;) {
+        if (need <= room - taken) {
+            for (int32_t k = 0; k < n_seg; k++) seg[k].lo += cnt[k];
+            return taken + need;
+        }
+        int32_t big = 0;
+        for (int32_t k = 1; k < n_seg; k++) if (cnt[k] > cnt[big]) big = k;
+        if (cnt[big] <= 1) return taken;
+        run_slot pivot = seg[big].a[seg[big].lo + cnt[big] / 2];
+        memcpy(part, cnt, (size_t)n_seg * sizeof *cnt);
+        int64_t sum = demand_before(seg, n_seg, &pivot, part);
+        if (sum <= room - taken) {          /* all before the pivot are kept */
+            for (int32_t k = 0; k < n_seg; k++) { seg[k].lo += part[k]; cnt[k] -= part[k]; }
+            taken += sum;
+            need -= sum;
+        } else {                            /* the cut comes before the pivot */
+            memcpy(cnt, part, (size_t)n_seg * sizeof *cnt);
+            need = sum;
+        }
+    }
+}
+
+/* Selection (greedy_place's first loop) as a merge of the contested running jobs (sorted
+ * runs, merged in slot_less order) and the heads of the waiting heaps: a job is selected
+ * when its request fits in what is left.  The best eligible heap is recomputed only when
+ * its head leaves or it no longer fits (a smaller budget only removes heaps). */
+static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t n_seg,
                         int64_t budget) {
-    int blocking = p->spec.blocking;
-    int64_t ri = 0;
-    int32_t b = best_bucket(e, p, blocking);
+    int blocking = p->spec.blocking, bulk = bulk_ok(p);
+    int32_t r = first_run(seg, n_seg);
+    int32_t b = best_bucket(p, blocking);
     for (;;) {
         if (budget <= 0 && !blocking) break;
-        if (b >= 0 && !blocking && !bucket_fits(p, b)) b = best_bucket(e, p, 0);
-        if (ri == n_run && b < 0) break;
-        int take_run = ri < n_run && (b < 0 || slot_before(e, p, &run[ri], p->heap[p->heap_off[b]]));
-        int64_t j = take_run ? run[ri].job : p->heap[p->heap_off[b]];
-        int32_t t = take_run ? run[ri].type : -1;         /* a running job keeps its type, */
-        int move = take_run && e->demand[j] > p->tbudget[t];
-        if (!take_run || move) t = pick_type(e, p, j, e->demand[j]);   /* or moves */
+        if (b >= 0 && !blocking && !bucket_fits(p, b)) {
+            b = best_bucket(p, 0);
+            bulk = bulk_ok(p);
+        }
+        if (r >= 0 && bulk) {                  /* once per eligible heap head */
+            run_slot x = b >= 0 ? waiting_slot(heap_head(p, b)) : (run_slot){0};
+            int64_t kept = keep_in_bulk(seg, n_seg, b >= 0 ? &x : NULL, budget, p->seg_cnt, p->seg_cnt + n_seg);
+            budget -= kept;
+            p->tbudget[0] -= kept;             /* bulk_ok: one type, the budget's */
+            r = first_run(seg, n_seg);
+            bulk = 0;
+            continue;
+        }
+        if (r < 0 && b < 0) break;
+        const run_slot *s = r >= 0 ? &seg[r].a[seg[r].lo] : NULL;
+        int take_run = s && (b < 0 || slot_before(s, heap_head(p, b)));
+        int64_t j = take_run ? s->job : heap_head(p, b)->job;
+        int32_t demand = take_run ? s->demand : e->demand[j];     /* the slot's copy: no lookup */
+        int32_t t = take_run ? s->type : -1;                      /* a running job keeps its type, */
+        int move = take_run && demand > p->tbudget[t];
+        if (!take_run || move) t = pick_type(e, p, j, demand);   /* or moves */
         if (t < 0) {
             if (blocking) break;
             p->preempt[p->n_preempt++] = j;      /* a running job that no longer fits */
-            ri++;
+            r = run_pop(seg, n_seg, r, 1);
             continue;
         }
-        budget -= e->demand[j];
-        p->tbudget[t] -= e->demand[j];
-        if (move) {                              /* its old GPUs are freed, it is placed anew */
-            p->tfree[t] -= e->demand[j];
-            p->moved[p->n_moved++] = j;
-            p->moving[j] = 1;
-            plan_add_place(p, j, t);
-            ri++;
-        } else if (take_run) {
-            ri++;
+        budget -= demand;
+        p->tbudget[t] -= demand;
+        if (take_run) {
+            if (move) {                          /* its old GPUs are freed, it is placed anew */
+                p->tfree[t] -= demand;
+                p->moved[p->n_moved++] = j;
+                p->moving[j] = 1;
+                plan_add_place(p, j, t);
+            }
+            r = run_pop(seg, n_seg, r, 0);
         } else {
-            p->tfree[t] -= e->demand[j];
+            p->tfree[t] -= demand;
             plan_add_place(p, heap_take(e, p, b), t);
-            b = best_bucket(e, p, blocking);
+            b = best_bucket(p, blocking);
+            bulk = bulk_ok(p);
         }
     }
-    for (; ri < n_run; ri++) p->preempt[p->n_preempt++] = run[ri].job;
+    for (int32_t k = 0; k < n_seg; k++) {
+        for (int64_t i = seg[k].lo; i < seg[k].hi; i++) p->preempt[p->n_preempt++] = seg[k].a[i].job;
+        if (seg[k].cut > seg[k].lo) seg[k].cut = seg[k].lo;
+    }
 }
 
 /* Running jobs that come before every waiting job are selected whatever their order
@@ -681,12 +907,13 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, const run_slot *run, 
  * the others ("contested", in their last order) to its end.  Returns how many are
  * contested; *budget becomes the GPUs the ahead jobs leave. */
 static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *budget) {
-    int32_t b = best_bucket(e, p, 1);
-    int64_t head = b < 0 ? -1 : p->heap[p->heap_off[b]], n_ahead = 0, n_cont = 0, used = 0;
+    int32_t b = best_bucket(p, 1);
+    const wait_key *head = b < 0 ? NULL : heap_head(p, b);
+    int64_t n_ahead = 0, n_cont = 0, used = 0;
     run_slot *cont = p->slots_tmp;
     for (int64_t i = 0; i < p->n_slots; i++) {
         const run_slot *s = &p->slots[i];
-        if (head < 0 || slot_before(e, p, s, head)) {
+        if (!head || slot_before(s, head)) {
             used += s->demand;
             p->tbudget[s->type] -= s->demand;
             p->slots[n_ahead++] = *s;
@@ -702,9 +929,13 @@ static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *b
 /* The full decision: Policy.schedule for the built-in rigid policies. */
 static int decide(sk_engine *e, struct sk_policy *p) {
     plan_reset(p);
-    int64_t n_cont = 0, budget = e->total_gpus - e->used_gpus;
+    int64_t budget = e->total_gpus - e->used_gpus;
+    int32_t n_seg = 1;
     type_budgets(p, p->spec.preemptive);
-    if (p->spec.preemptive) {
+    p->segs[0] = (run_seg){p->slots, 0, 0, 0, 0};
+    if (p->spec.kind == SK_POL_LAS) {
+        n_seg = las_split(e, p, &budget);
+    } else if (p->spec.preemptive) {
         if (p->slots_stale || e->n_done != p->done_seen) {
             compact_running(e, p);
             p->slots_stale = 0;
@@ -712,17 +943,20 @@ static int decide(sk_engine *e, struct sk_policy *p) {
         }
         if (p->spec.kind == SK_POL_TIRESIAS) tiresias_update(e, p);
         else for (int64_t i = 0; i < p->n_slots; i++) key_slot(p, &p->slots[i], e->now);
-        n_cont = split_running(e, p, &budget);
+        int64_t n_cont = split_running(e, p, &budget);
         sort_slots(p, p->slots + p->n_slots - n_cont, n_cont);
+        p->segs[0] = (run_seg){p->slots, p->n_slots - n_cont, p->n_slots, p->n_slots, 0};
     }
-    select_jobs(e, p, p->slots + p->n_slots - n_cont, n_cont, budget);
+    select_jobs(e, p, p->segs, n_seg, budget);
+    if (p->spec.kind == SK_POL_LAS)       /* one demand per class: its preempted jobs are its tail */
+        for (int32_t b = 0; b < n_seg; b++) p->cls_sorted[b] = p->segs[b].cut;
     return place_selected(e, p);
 }
 
 /* The lone arrival (Policy.place_lone_arrivals): the only waiting job, if it fits. */
 static int lone_arrival(sk_engine *e, struct sk_policy *p) {
     type_budgets(p, 0);
-    int32_t b = best_bucket(e, p, 0);
+    int32_t b = best_bucket(p, 0);
     if (b < 0) return 0;
     plan_reset(p);
     int64_t j = heap_take(e, p, b);
@@ -845,30 +1079,47 @@ static int apply_plan(sk_engine *e, struct sk_policy *p) {
     return sk_engine_apply(e, n, p->ap_ids, p->ap_ptr, p->ap_nodes, p->ap_counts, p->ap_rates);
 }
 
+/* The n slots of a without the moving jobs; returns how many are left. */
+static int64_t drop_moving(const struct sk_policy *p, run_slot *a, int64_t n) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!p->moving[a[i].job]) a[m++] = a[i];
+    return m;
+}
+
+/* LAS: moved jobs were contested ones kept (before their class's cut), so they leave the
+ * sorted part of their class; they rejoin it as leased jobs (a move is a restart). */
+static void las_drop_moving(struct sk_policy *p) {
+    for (int32_t b = 0; b < p->n_buckets; b++)
+        p->cls_sorted[b] = drop_moving(p, las_class(p, b), p->cls_sorted[b]);
+}
+
 /* Finish the pending plan: rates, apply, bookkeeping.  *wake: a timer was set. */
 static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
+    *wake = 0;
     int rc = resolve_rates(e, p);
     if (rc != SK_OK) return rc;
     rc = apply_plan(e, p);
     if (rc < 0) return rc;
     p->slots_stale |= p->n_preempt > 0;
     if (p->n_moved > 0) {               /* moved jobs get new slots below: drop the old ones */
-        int64_t m = 0;
-        for (int64_t i = 0; i < p->n_slots; i++)
-            if (!p->moving[p->slots[i].job]) p->slots[m++] = p->slots[i];
-        p->n_slots = m;
+        if (p->spec.kind == SK_POL_LAS) las_drop_moving(p);
+        else p->n_slots = drop_moving(p, p->slots, p->n_slots);
         for (int64_t k = 0; k < p->n_moved; k++) p->moving[p->moved[k]] = 0;
     }
     for (int64_t k = 0; k < p->n_preempt; k++) {       /* they wait again, keyed as of now */
         key_waiting(e, p, p->preempt[k]);
         heap_add(e, p, p->preempt[k]);
     }
-    if (p->spec.preemptive)
+    for (int64_t k = 0; k < p->n_place && p->spec.kind == SK_POL_LAS; k++) {
+        rc = las_add(e, p, p->place[k]);
+        if (rc < 0) return rc;
+    }
+    if (p->spec.preemptive && p->spec.kind != SK_POL_LAS)
         for (int64_t k = 0; k < p->n_place; k++) slot_fill(e, p, &p->slots[p->n_slots++], p->place[k]);
     p->ctr.placements += p->n_place;
     p->ctr.preemptions += p->n_preempt;
     p->pending = 0;
-    *wake = 0;
     if (p->pending_full && p->spec.kind == SK_POL_TIRESIAS) {
         double t = tiresias_wakeup(e, p);
         if (!isnan(t) && t > e->now) {
@@ -996,6 +1247,7 @@ void skn_free(struct sk_policy *p) {
     free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->sum_nn); free(p->sum_mask);
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
     free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
+    free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->las_tmp); free(p->segs); free(p->seg_cnt);
     free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->seg_pos); free(p->seg_node);
     free(p->moved); free(p->moving);
     free(p);
@@ -1046,9 +1298,11 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->sum_mask, nj) && NEW(p->sum_slot, nj) && NEW(p->sum_speed, nj) &&
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
-             NEW(p->completed, nj) && NEW(p->trate, nj * nt) && NEW(p->bucket_mask, nb) &&
-             NEW(p->place_type, nj) && NEW(p->seg_pos, nn) && NEW(p->seg_node, p->seg_size) &&
-             NEW(p->moved, nj) && NEW(p->moving, nj);
+             NEW(p->completed, nj) && NEW(p->cls_cap, nb) && NEW(p->cls_sorted, nb) &&
+             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->las_tmp, nj) &&
+             NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb) && NEW(p->trate, nj * nt) &&
+             NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->seg_pos, nn) &&
+             NEW(p->seg_node, p->seg_size) && NEW(p->moved, nj) && NEW(p->moving, nj);
     return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
 }
 
@@ -1107,6 +1361,7 @@ static void fill_inputs(sk_engine *e, struct sk_policy *p, const sk_native_input
         p->heap_len[p->bucket[j]]++;
     }
     for (int32_t b = 1; b < p->n_buckets; b++) p->heap_off[b] = p->heap_off[b - 1] + p->heap_len[b - 1];
+    for (int32_t b = 0; b < p->n_buckets; b++) p->cls_cap[b] = p->heap_len[b];
     for (int32_t b = 0; b < p->n_buckets; b++) p->heap_len[b] = 0;
     for (int32_t n = 0; n < e->n_nodes; n++)
         p->hist[(int64_t)p->node_type[n] * p->fgd_width + e->node_cap[n] - e->node_used[n]]++;

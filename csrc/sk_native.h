@@ -12,7 +12,10 @@
  * running jobs are re-keyed and re-sorted (adaptively: insertion sort from the last
  * order, merge sort when that is far off).  A decision walks the running jobs and the
  * heads of the heaps whose request still fits, so it costs
- * O(running + placed x requests + moved x log queued), never O(queued).
+ * O(running + placed x requests + moved x log queued), never O(queued).  LAS keeps its
+ * running jobs by request class (attained service grows at one rate per class, so a
+ * class keeps its order) and, on a cluster of one GPU type, keeps the running jobs ahead
+ * of each waiting head in bulk (with several types, job by job under per-type budgets).
  *
  * Rates come from a cache keyed by the placement summary (model, GPUs, nodes spanned,
  * GPU-type mask, slowest server speed): on a miss sk_native_run returns

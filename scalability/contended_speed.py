@@ -9,11 +9,15 @@ mean queue length.
 
     python scalability/contended_speed.py --out scalability/results/contended
     python scalability/contended_speed.py --cell 100000 1200 las native   # one cell, JSON out
+    python scalability/contended_speed.py --compare /tmp/base --cells 300:las,1200:srtf --repeat 2
+        # each cell by the code in /tmp/base (a checkout built in place, e.g. a worktree of the
+        # branch's start) and by this checkout, alternately in one run: OUT/compare.json
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -21,6 +25,7 @@ import time
 from pathlib import Path
 
 POLICIES = ("fifo", "sjf", "srtf", "las", "tiresias")
+ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = "uniform:nodes=1024,gpus=8"
 
 
@@ -58,6 +63,24 @@ def _subprocess_cell(jobs, load, policy, path, timeout, cluster=CLUSTER) -> dict
         return {"jobs": jobs, "load": load, "policy": policy, "path": path, "cluster": cluster,
                 "sim_s": None, "timed_out_after_s": timeout}
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def compare(base: Path, cells: list[tuple[float, str]], repeat: int, jobs: int, out: Path) -> None:
+    """Native cells run by the code at ``base`` and by this checkout, alternately (one process
+    per cell, same machine, same run), so that their time ratio means something on a loaded VM."""
+    rows = []
+    for rep in range(repeat):
+        for load, policy in cells:
+            for code, root in (("base", base.resolve()), ("new", ROOT)):
+                cmd = [sys.executable, str(root / "scalability" / "contended_speed.py"), "--cell", str(jobs),
+                       str(load), policy, "native"]
+                res = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=root,
+                                     env={**os.environ, "PYTHONPATH": str(root)})
+                row = {"rep": rep, "code": code, **json.loads(res.stdout.strip().splitlines()[-1])}
+                rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "profile"}), flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.json").write_text(json.dumps({"base": str(base), "cells": rows}, indent=1))
 
 
 def heap_limit_events_per_s(n: int = 2_000_000) -> float:
@@ -131,7 +154,14 @@ def main(argv=None) -> None:
     ap.add_argument("--python-timeout", type=float, default=120.0)
     ap.add_argument("--python-policies", default="fifo,sjf,srtf,las,tiresias")
     ap.add_argument("--plot", action="store_true", help="only redraw the plot from OUT/cells.json")
+    ap.add_argument("--compare", type=Path, metavar="BASE", help="time --cells by BASE's code and this one")
+    ap.add_argument("--cells", default="300:las,600:las,1200:las,1200:srtf,1200:tiresias")
+    ap.add_argument("--repeat", type=int, default=2)
     args = ap.parse_args(argv)
+    if args.compare:
+        cells = [(float(c.split(":")[0]), c.split(":")[1]) for c in args.cells.split(",")]
+        compare(args.compare, cells, args.repeat, args.jobs, args.out)
+        return
     if args.plot:
         plot(args.out / "cells.json", args.out / "load_sweep.png")
         return

@@ -101,6 +101,39 @@ def test_native_matches_python_with_network_term(name, jobs, cluster, round_s, p
     assert_same_run(cluster, jobs, lambda: _policy(name, placement, (50.0,)), round_s, NetworkOracle())
 
 
+@st.composite
+def las_contended(draw, max_jobs=50):
+    """More work than GPUs, bursts of identical arrivals, several requests per class."""
+    n = draw(st.integers(2, max_jobs))
+    gaps = draw(st.lists(st.sampled_from([0.0, 0.0, 0.0, 1.0, 3.0, 10.0, 45.0]), min_size=n, max_size=n))
+    demand = draw(st.lists(st.sampled_from([1, 1, 2, 2, 3, 4, 8]), min_size=n, max_size=n))
+    work = draw(st.lists(st.sampled_from([5.0, 40.0, 60.0, 100.0, 500.0, 2000.0]), min_size=n, max_size=n))
+    model = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+    return specs(np.cumsum(gaps), demand, work, model, delay=draw(st.sampled_from([0.0, 5.0, 30.0, 90.0])))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=las_contended(), cluster=clusters(), round_s=st.sampled_from([5.0, 30.0, 60.0]),
+       min_run_s=st.sampled_from([1.0, 20.0, 60.0, 250.0]),
+       placement=st.sampled_from(["consolidated", "spread"]),
+       oracle=st.sampled_from([LinearOracle(), BarredOracle()]),
+       type_choice=st.sampled_from(["first-fit", "fastest", "random"]))
+def test_native_las_classes_match_python(jobs, cluster, round_s, min_run_s, placement, oracle,
+                                         type_choice):
+    """The native LAS keeps running jobs by request class (leased ones apart, the others in
+    sorted runs that are merged, kept in bulk up to the next waiting head, preempted as each
+    run's tail): its plain-Python reference is the Python LAS on the greedy placer, which
+    walks one sorted list job by job.  Leases ending between rounds, restarts longer than
+    rounds, completions of leased and unleased jobs, ties of identical jobs.  One GPU type:
+    the bulk keeps; mixed types (some jobs barred from one): the walk job by job with
+    per-type budgets, moves between types and each type rule."""
+    if int(jobs.demand.max()) > cluster.total_gpus:
+        jobs = specs(jobs.arrival, np.minimum(jobs.demand, cluster.total_gpus), jobs.work, jobs.model,
+                     delay=float(jobs.restart_delay[0]))
+    assert_same_run(cluster, jobs, lambda: get_policy("las", placement=placement, min_run_s=min_run_s),
+                    round_s, oracle, type_choice)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs=workloads())
 def test_native_fifo_backfill_matches(jobs):

@@ -1,8 +1,9 @@
 /* C-level tests of the native policies (csrc/sk_native.c), run under AddressSanitizer/UBSan
  * by tests/c/run_sanitizers.sh: every policy over a contended random workload (the rate
  * protocol, records that fill up, preemptions and Tiresias wakeups) under every type choice
- * rule, with jobs barred from a type (never placed there, never across types), hand-worked
- * FIFO and type-choice cases, and the error paths. */
+ * rule, with jobs barred from a type (never placed there, never across types), LAS under
+ * heavy contention (request classes, leases ending between rounds, ties, moves between
+ * types), hand-worked FIFO and type-choice cases, and the error paths. */
 #include "sk_native.h"
 
 #include <math.h>
@@ -114,17 +115,28 @@ static sk_engine *engine_with(int32_t kind, int32_t spread, int64_t n, const dou
     return engine_typed(kind, spread, n, arrival, work, demand, round_s, both, SK_TYPE_FIRST_FIT);
 }
 
-static void test_every_policy_finishes(void) {
-    double arrival[40], work[40], trate[80];
-    int32_t demand[40], sizes[4] = {1, 2, 4, 6};
-    unsigned seed = 7;
+/* 40 random jobs of 1, 2, 4 or 6 GPUs (6: type 1 only, jobs never span types).  bursty: a
+ * third arrive with the job before them (ties), every fifth has the same work, the others
+ * up to 2,050 s; else gaps of up to 19 s and work of 10-509 s. */
+static void random_jobs(unsigned seed, int bursty, double *arrival, double *work, int32_t *demand) {
+    const int32_t sizes[4] = {1, 2, 4, 6};
     double t = 0.0;
     for (int j = 0; j < 40; j++) {
         seed = seed * 1103515245u + 12345u;
-        t += (double)((seed >> 8) % 20);
+        if (bursty) t += (seed >> 8) % 3 == 0 ? 0.0 : (double)((seed >> 10) % 7);
+        else t += (double)((seed >> 8) % 20);
         arrival[j] = t;
         demand[j] = sizes[(seed >> 4) % 4];
-        work[j] = 10.0 + (double)((seed >> 12) % 500);
+        if (bursty) work[j] = j % 5 == 0 ? 200.0 : 50.0 + (double)((seed >> 12) % 2000);
+        else work[j] = 10.0 + (double)((seed >> 12) % 500);
+    }
+}
+
+static void test_every_policy_finishes(void) {
+    double arrival[40], work[40], trate[80];
+    int32_t demand[40];
+    random_jobs(7, 0, arrival, work, demand);
+    for (int j = 0; j < 40; j++) {
         trate[2 * j] = 2.0;                          /* type 0 (4 GPUs) */
         trate[2 * j + 1] = j % 3 == 1 && demand[j] <= 4 ? 0.0 : 1.0;   /* some barred from type 1 */
     }
@@ -153,6 +165,41 @@ static void test_every_policy_finishes(void) {
             sk_engine_free(e);
           }
         }
+    }
+}
+
+/* Run one engine to the end; its per-job results into res (40 jobs) and its counters. */
+static void run_to_results(sk_engine *e, sk_results *res, sk_native_counters *c) {
+    records r;
+    records_init(&r);
+    CHECK(run_all(e, &r) > 0);
+    CHECK(sk_engine_results(e, res) == SK_OK);         /* GPU-time adds up, nothing held */
+    CHECK(sk_native_counters_get(e, c) == SK_OK);
+}
+
+/* LAS with bursts of identical arrivals (ties), four request classes, 10 s rounds under a
+ * 60 s lease (leases end between rounds) and more work than GPUs: the class runs, their
+ * merge, the bulk keeps and the cut of preempted tails.  Every job finishes, jobs are
+ * preempted, and a second run gives the same results bit for bit. */
+static void test_las_contended(void) {
+    double arrival[40], work[40];
+    int32_t demand[40];
+    random_jobs(11, 1, arrival, work, demand);
+    double fs[2][40], fin[2][40], gs[2][40], rs[2][40];
+    int64_t restarts[2][40];
+    int32_t st[2][40];
+    sk_native_counters c[2];
+    for (int k = 0; k < 2; k++) {
+        sk_engine *e = engine_with(SK_POL_LAS, 0, 40, arrival, work, demand, 10.0);
+        sk_results res = {fs[k], fin[k], gs[k], rs[k], restarts[k], st[k]};
+        run_to_results(e, &res, &c[k]);
+        sk_engine_free(e);
+    }
+    CHECK(c[0].preemptions > 0 && c[0].preemptions == c[1].preemptions);
+    CHECK(c[0].decisions == c[1].decisions);
+    for (int j = 0; j < 40; j++) {
+        CHECK(st[0][j] == SK_JOB_DONE && fin[0][j] >= arrival[j]);
+        CHECK(fin[0][j] == fin[1][j] && gs[0][j] == gs[1][j] && restarts[0][j] == restarts[1][j]);
     }
 }
 
@@ -245,6 +292,7 @@ static void test_errors(void) {
 
 int main(void) {
     test_every_policy_finishes();
+    test_las_contended();
     test_fifo_by_hand();
     test_type_choice_by_hand();
     test_errors();
