@@ -6,7 +6,8 @@
 Runs each of our policies on each workload on ``sia-64`` (Sia's default cluster: 6 x 4 T4,
 3 x 8 RTX 2080 Ti, 2 x 8 A100) and, for every ``--theirs POLICY=LOGDIR``, reads the Sia
 simulator's logs for the same workloads (``LOGDIR/<workload stem>.log``: the JSON-lines file its
-``multi_simulator.py --output`` writes, one record per scheduling interval).  Prints avg JCT and
+``multi_simulator.py --output`` writes, one record per scheduling interval; stems repeat across
+workload folders, so give one LOGDIR per folder and run one folder at a time).  Prints avg JCT and
 makespan (seconds) per workload and policy with ours vs theirs, and our CPU seconds.
 
 How the Sia simulator was run (its run_experiment.sh flags; its README's stack, pandas < 2):
