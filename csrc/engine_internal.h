@@ -80,6 +80,9 @@ int ske_fail(sk_engine *e, int code, const char *fmt, ...);
 void ske_live(const sk_engine *e, int64_t j, double t, double *gpu_s, double *run_s,
               double *remaining);
 
+/* Stable merge sort of n ids by key[id] (by the id if key is NULL); tmp holds n. */
+void ske_merge_sort_ids(int64_t *ids, int64_t n, int64_t *tmp, const double *key);
+
 /* Hooks into the native policy (sk_native.c), called by the kernel when e->pol is set. */
 void skn_on_arrival(sk_engine *e, int64_t j);
 void skn_on_complete(sk_engine *e, int64_t j);

@@ -86,24 +86,32 @@ static sk_event heap_pop(sk_engine *e) {
 
 /* ---------------------------------------------------------------- setup */
 
-/* Stable bottom-up merge sort of job ids by arrival time (ties by id, since the
- * ids start in increasing order).  No global state, so engines are thread-safe. */
-static int sort_by_arrival(int64_t *ids, int64_t n, const double *key) {
-    int64_t *tmp = malloc((size_t)n * sizeof *tmp);
-    if (!tmp) return SK_ENOMEM;
+/* Stable bottom-up merge sort of n ids, by key[id] (by the id itself if key is NULL); tmp
+ * holds n.  Ties keep their order.  No global state, so engines are thread-safe. */
+void ske_merge_sort_ids(int64_t *ids, int64_t n, int64_t *tmp, const double *key) {
     int64_t *src = ids, *dst = tmp;
     for (int64_t width = 1; width < n; width *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * width) {
             int64_t mid = lo + width < n ? lo + width : n;
             int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
             int64_t a = lo, b = mid, o = lo;
-            while (a < mid && b < hi) dst[o++] = key[src[b]] < key[src[a]] ? src[b++] : src[a++];
+            while (a < mid && b < hi) {
+                int later = key ? key[src[b]] < key[src[a]] : src[b] < src[a];
+                dst[o++] = later ? src[b++] : src[a++];
+            }
             while (a < mid) dst[o++] = src[a++];
             while (b < hi) dst[o++] = src[b++];
         }
         int64_t *t = src; src = dst; dst = t;
     }
     if (src != ids) memcpy(ids, src, (size_t)n * sizeof *ids);
+}
+
+/* Job ids by arrival time (ties by id, since the ids start in increasing order). */
+static int sort_by_arrival(int64_t *ids, int64_t n, const double *key) {
+    int64_t *tmp = malloc((size_t)n * sizeof *tmp);
+    if (!tmp) return SK_ENOMEM;
+    ske_merge_sort_ids(ids, n, tmp, key);
     free(tmp);
     return SK_OK;
 }

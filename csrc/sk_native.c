@@ -547,27 +547,17 @@ static int64_t nodes_by_free(const sk_engine *e, struct sk_policy *p, const int3
     return m;
 }
 
-/* Sort int64 values ascending (bottom-up merge sort; tmp holds n). */
+/* Sort int64 values ascending (insertion sort up to 32, else merge sort; tmp holds n). */
 static void sort_i64(int64_t *a, int64_t n, int64_t *tmp) {
-    for (int64_t i = 1; i < n && n <= 32; i++) {
+    if (n > 32) {
+        ske_merge_sort_ids(a, n, tmp, NULL);
+        return;
+    }
+    for (int64_t i = 1; i < n; i++) {
         int64_t x = a[i], k = i;
         while (k > 0 && a[k - 1] > x) { a[k] = a[k - 1]; k--; }
         a[k] = x;
     }
-    if (n <= 32) return;
-    int64_t *src = a, *dst = tmp;
-    for (int64_t width = 1; width < n; width *= 2) {
-        for (int64_t lo = 0; lo < n; lo += 2 * width) {
-            int64_t mid = lo + width < n ? lo + width : n;
-            int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
-            int64_t x = lo, y = mid, o = lo;
-            while (x < mid && y < hi) dst[o++] = src[y] < src[x] ? src[y++] : src[x++];
-            while (x < mid) dst[o++] = src[x++];
-            while (y < hi) dst[o++] = src[y++];
-        }
-        int64_t *t = src; src = dst; dst = t;
-    }
-    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
 /* Sort the (node, count) entries by node (they are few: at most the request). */
