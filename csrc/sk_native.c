@@ -124,13 +124,14 @@ struct sk_policy {
 
 /* ---------------------------------------------------------------- keys */
 
-static int key_less(const wait_key *a, const wait_key *b) {
-    if (a->kq != b->kq) return a->kq < b->kq;
-    if (a->kflag != b->kflag) return a->kflag < b->kflag;
-    if (a->ka != b->ka) return a->ka < b->ka;
-    if (a->arrival != b->arrival) return a->arrival < b->arrival;
-    return a->job < b->job;
-}
+/* Waiting entries and running slots share one order: queue, flag, key, arrival, job id. */
+#define ORDER_LESS(a, b)                                               \
+    ((a)->kq != (b)->kq ? (a)->kq < (b)->kq :                          \
+     (a)->kflag != (b)->kflag ? (a)->kflag < (b)->kflag :              \
+     (a)->ka != (b)->ka ? (a)->ka < (b)->ka :                          \
+     (a)->arrival != (b)->arrival ? (a)->arrival < (b)->arrival : (a)->job < (b)->job)
+
+static int key_less(const wait_key *a, const wait_key *b) { return ORDER_LESS(a, b); }
 
 /* SRTF's key: remaining time on the reference GPU x GPUs (queue.SRTF.order). */
 static double srtf_key(const sk_engine *e, const struct sk_policy *p, int64_t j, double rem) {
@@ -172,13 +173,7 @@ static void key_slot(const struct sk_policy *p, run_slot *s, double t) {
     }
 }
 
-static int slot_less(const run_slot *a, const run_slot *b) {
-    if (a->kq != b->kq) return a->kq < b->kq;
-    if (a->kflag != b->kflag) return a->kflag < b->kflag;
-    if (a->ka != b->ka) return a->ka < b->ka;
-    if (a->arrival != b->arrival) return a->arrival < b->arrival;
-    return a->job < b->job;
-}
+static int slot_less(const run_slot *a, const run_slot *b) { return ORDER_LESS(a, b); }
 
 /* Does running slot s come before waiting job w? */
 static int slot_before(const run_slot *s, const wait_key *w) {
