@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -58,9 +59,11 @@ FRAG_ROUND_S = 60.0
 LARGE_GAP = 0.05
 HOPS = ("hops", {"mip_rel_gap": LARGE_GAP})
 GAVEL = ("gavel-max-min-fairness-perf", {})
+#: Sia's rigid-job path (docs/goodput.md): the workload's jobs are rigid throughput-table jobs
+SIA = ("sia-rigid", {})
 #: label -> (policy, kwargs) per experiment
 SETUPS = {
-    "table4": {"hops": HOPS, "gavel": GAVEL},
+    "table4": {"hops": HOPS, "gavel": GAVEL, "sia": SIA},
     "ablation": {f"hops-{p}": ("hops", {"mip_rel_gap": LARGE_GAP, "priority": p})
                  for p in ("lr", "las", "sjf", "srtf")},
     "ftf": {"hops-ftf-lam2": ("hops", {"mip_rel_gap": LARGE_GAP, "priority": "ftf", "lam": 2.0}),
@@ -92,11 +95,26 @@ def one(args) -> dict:
             "makespan_h": s["makespan_s"] / 3600, "avg_jct_h": s["avg_jct_s"] / 3600,
             "avg_wait_h": s["avg_wait_s"] / 3600, "max_lr": max_latency_ratio(res),
             "avg_frag": float(fragments_per_round(res, FRAG_ROUND_S).mean()), "max_rho": max_ftf_rho(res),
-            "ilp_counts": getattr(pol, "ilp_counts", None), "wall_s": time.perf_counter() - t0}
+            "ilp_counts": getattr(pol, "ilp_counts", None), "wall_s": time.perf_counter() - t0,
+            "commit": _commit()}
+
+
+def _commit() -> str:
+    """The checkout's commit (with ``+`` when it has uncommitted changes), or ``unknown``."""
+    try:
+        root = Path(__file__).resolve().parent.parent
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return head + ("+" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def table(rows: list[dict], labels) -> str:
     out = ["| policy | seeds | " + " | ".join(KEYS) + " |", "|---" * (len(KEYS) + 2) + "|"]
+    labels = [lab for lab in labels if any(r["label"] == lab for r in rows)]
     for name in labels:
         sel = sorted((r for r in rows if r["label"] == name), key=lambda r: r["seed"])
         cells = []
@@ -116,12 +134,16 @@ def table(rows: list[dict], labels) -> str:
     return "\n".join(out)
 
 
-def run_setup(kind: str, seeds: int, n_jobs: int, loads, cluster: str, workers: int) -> None:
+def run_setup(kind: str, seeds: int, n_jobs: int, loads, cluster: str, workers: int, labels=None) -> None:
+    """Run every (label, seed) of ``kind``; with ``labels``, only those, keeping the other labels'
+    rows of an earlier run from its JSON file (each row records the commit that made it)."""
     setup = SETUPS[kind]
+    run = [lab for lab in setup if labels is None or lab in labels]
     for load in loads:
-        tasks = [(lab, p, kw, s, n_jobs, load, cluster) for s in range(seeds) for lab, (p, kw) in setup.items()]
+        tasks = [(lab, *setup[lab], s, n_jobs, load, cluster) for s in range(seeds) for lab in run]
         stem = f"{kind}_{cluster}_{n_jobs}jobs_{load:g}ph"
-        rows = []
+        old = OUT / f"{stem}.json"
+        rows = [r for r in json.loads(old.read_text()) if r["label"] not in run] if labels and old.exists() else []
         with ProcessPoolExecutor(workers) as ex:          # rewrite the files as each run ends
             for fut in as_completed([ex.submit(one, t) for t in tasks]):
                 rows.append(fut.result())
@@ -282,6 +304,8 @@ def main() -> None:
     ap.add_argument("--scales", default="0.25,0.5,1,2,4,8,16")
     ap.add_argument("--gaps", default="0.01,0.05")
     ap.add_argument("--time-limit", type=float, default=None)
+    ap.add_argument("--labels", default=None,
+                    help="comma-separated labels of the setup to run (others keep their earlier rows)")
     a = ap.parse_args()
     if a.what == "ilp-time":
         ilp_time([float(x) for x in a.scales.split(",")], [float(x) for x in a.gaps.split(",")], a.seeds,
@@ -291,7 +315,8 @@ def main() -> None:
     elif a.what == "plots":
         plots()
     else:
-        run_setup(a.what, a.seeds, a.jobs, [float(x) for x in a.loads.split(",")], a.cluster, a.workers)
+        run_setup(a.what, a.seeds, a.jobs, [float(x) for x in a.loads.split(",")], a.cluster, a.workers,
+                  a.labels.split(",") if a.labels else None)
 
 
 if __name__ == "__main__":

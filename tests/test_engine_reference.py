@@ -82,6 +82,8 @@ def check_against_reference(name, jobs, round_s, placement, barred=False, type_c
     if oracle is None:
         oracle = BarredOracle() if barred else LinearOracle()
     jobs = _fit_one_type(name, jobs, cluster, oracle)
+    if round_s == 0.0 and get_policy(name).triggers == 0:
+        round_s = 30.0              # a policy that decides at rounds only (sia-rigid) needs them
     res = run_jobs(cluster, jobs, get_policy(name, placement=placement), oracle,
                    EngineConfig(round_s=round_s, type_choice=type_choice, type_seed=5))
     ref = reference_run(cluster, jobs, get_policy(name, placement=placement), oracle, round_s,

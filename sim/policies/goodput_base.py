@@ -44,7 +44,8 @@ class GoodputPolicy(Policy):
     def _start(self, state: SchedState) -> None:
         if not isinstance(state.oracle, GoodputOracle):
             raise ConfigError(f"policy {self.name} needs a Pollux-model workload (a GoodputOracle; "
-                              f"read the workload with sim.goodput.workload.read_goodput_workload)")
+                              f"read the workload with sim.goodput.workload.read_goodput_workload"
+                              + ("; for rigid jobs use sia-rigid)" if self.name == "sia" else ")"))
         self._jobs = state.jobs
         self.model = JobModel(state.oracle, state.jobs, self.adaptive, self.batch_override)
         self._decided = False

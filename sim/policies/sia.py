@@ -40,7 +40,7 @@ from .goodput_base import GoodputPolicy, csr_plan, current_pairs
 from .registry import register
 from .sia_ilp import MIP_REL_GAP, TIME_LIMIT_S, solve_sia_ilp
 
-__all__ = ["Sia", "RESTART_PENALTY_S", "P_FAIRNESS", "LAMBDA_N", "GOODPUT_CLIP"]
+__all__ = ["Sia", "place_by_type", "place_on_type", "RESTART_PENALTY_S", "P_FAIRNESS", "LAMBDA_N", "GOODPUT_CLIP"]
 
 #: fairness power (``sia_default_p_val``)
 P_FAIRNESS = -0.5
@@ -179,23 +179,31 @@ class Sia(GoodputPolicy):
     def place(self, state: SchedState, choice: np.ndarray) -> Plan:
         """Jobs keeping their configuration keep their GPUs; the others per type, most GPUs first,
         whole nodes first (module docstring)."""
-        cfg, k = self.configs, choice.shape[0]
-        free = state.cluster.node_gpus.astype(np.int64).copy()
-        per_job: list[list[tuple[int, int]]] = [[] for _ in range(k)]
-        ids = state.active
-        kept = (choice >= 0) & (choice == self.prev[ids])
-        for i in np.flatnonzero(kept):
-            per_job[i] = current_pairs(state, int(i))
-            for n, c in per_job[i]:
-                free[n] -= c
-        todo = np.flatnonzero((choice >= 0) & ~kept)
-        for t in range(len(cfg.types)):
-            nodes = np.flatnonzero(state.cluster.node_type == t)
-            mine = todo[cfg.type_idx[choice[todo]] == t]
-            order = mine[np.argsort(-cfg.gpus[choice[mine]], kind="stable")]
-            place_on_type(nodes, int(cfg.per_node[t]), free, [(int(i), int(cfg.gpus[choice[i]])) for i in order],
-                          per_job)
-        return csr_plan(per_job)
+        cfg = self.configs
+        chosen = choice >= 0
+        kept = chosen & (choice == self.prev[state.active])
+        col = np.maximum(choice, 0)
+        return place_by_type(state, kept, np.where(chosen, cfg.type_idx[col], -1), cfg.gpus[col], cfg.per_node)
+
+
+def place_by_type(state: SchedState, kept: np.ndarray, job_type: np.ndarray, job_gpus: np.ndarray,
+                  per_node: np.ndarray) -> Plan:
+    """Sia's placement of a round's allocation: active job ``i`` gets ``job_gpus[i]`` GPUs of type
+    ``job_type[i]`` (-1: none); ``kept`` jobs keep their current GPUs; the others, per type, most
+    GPUs first, go through :func:`place_on_type`; ``per_node`` is each type's GPUs per node."""
+    per_job: list[list[tuple[int, int]]] = [[] for _ in range(job_type.shape[0])]
+    free = state.cluster.node_gpus.astype(np.int64).copy()
+    for i in np.flatnonzero(kept):
+        per_job[i] = current_pairs(state, int(i))
+        for n, c in per_job[i]:
+            free[n] -= c
+    todo = np.flatnonzero((job_type >= 0) & ~kept)
+    for t in range(per_node.shape[0]):
+        nodes = np.flatnonzero(state.cluster.node_type == t)
+        mine = todo[job_type[todo] == t]
+        order = mine[np.argsort(-job_gpus[mine], kind="stable")]
+        place_on_type(nodes, int(per_node[t]), free, [(int(i), int(job_gpus[i])) for i in order], per_job)
+    return csr_plan(per_job)
 
 
 def place_on_type(nodes: np.ndarray, full: int, free: np.ndarray, wants: list[tuple[int, int]],
