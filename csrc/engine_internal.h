@@ -83,6 +83,20 @@ void ske_live(const sk_engine *e, int64_t j, double t, double *gpu_s, double *ru
 /* Stable merge sort of n ids by key[id] (by the id if key is NULL); tmp holds n. */
 void ske_merge_sort_ids(int64_t *ids, int64_t n, int64_t *tmp, const double *key);
 
+/* A plan built by the native policy: running jobs to preempt, running jobs that move (their
+ * GPUs are released; they are among place[] too), and the jobs placed, with their
+ * (node, count) entries nodes/counts[place_ptr[k]:place_ptr[k + 1]] and rates[k]. */
+typedef struct {
+    int64_t n_preempt, n_moved, n_place;
+    const int64_t *preempt, *moved, *place, *place_ptr;
+    const int32_t *nodes, *counts;
+    const double *rates;
+} ske_plan;
+
+/* Apply a native plan as built, trusted (see sk_engine.c); the same results as
+ * sk_engine_apply of the plan in job-id order. */
+int ske_apply_plan(sk_engine *e, const ske_plan *plan);
+
 /* Hooks into the native policy (sk_native.c), called by the kernel when e->pol is set. */
 void skn_on_arrival(sk_engine *e, int64_t j);
 void skn_on_complete(sk_engine *e, int64_t j);

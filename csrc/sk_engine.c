@@ -515,25 +515,20 @@ static void release_changed(sk_engine *e, int64_t n, const int64_t *ids, const i
     }
 }
 
-/* Phase 2 of apply: give job j its new placement (len may be 0: preempt). */
-static int take_new(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t *counts,
+/* Running job j, whose GPUs were released (moved), waits again. */
+static void wait_again(sk_engine *e, int64_t j) {
+    e->state[j] = SK_JOB_QUEUED;
+    e->queued_since[j] = e->now;
+    e->n_running--;
+    e->n_queued++;
+    e->rate[j] = 0.0;
+    e->version[j]++;
+}
+
+/* Job j, queued or released (moved), starts on its new placement (len > 0) at rate. */
+static int start_on(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t *counts,
                     int64_t len, double rate) {
-    int moved = e->moved[j];
-    e->moved[j] = 0;
     accrue(e, j, e->now);
-    if (len == 0) {
-        if (moved) {
-            e->state[j] = SK_JOB_QUEUED;
-            e->queued_since[j] = e->now;
-            e->n_running--;
-            e->n_queued++;
-        }
-        e->rate[j] = 0.0;
-        e->version[j]++;
-        return SK_OK;
-    }
-    if (e->state[j] == SK_JOB_RUNNING && !moved)   /* same placement, new rate */
-        return push_completion(e, j, rate);
     if (e->state[j] == SK_JOB_QUEUED) {
         e->state[j] = SK_JOB_RUNNING;
         e->n_queued--;
@@ -549,6 +544,48 @@ static int take_new(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t
     int rc = store_placement(e, j, nodes, counts, len);
     if (rc < 0) return rc;
     return push_completion(e, j, rate);
+}
+
+/* Phase 2 of apply: give job j its new placement (len may be 0: preempt). */
+static int take_new(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t *counts,
+                    int64_t len, double rate) {
+    int moved = e->moved[j];
+    e->moved[j] = 0;
+    accrue(e, j, e->now);
+    if (len == 0) {
+        if (moved) {
+            wait_again(e, j);
+            return SK_OK;
+        }
+        e->rate[j] = 0.0;
+        e->version[j]++;
+        return SK_OK;
+    }
+    if (e->state[j] == SK_JOB_RUNNING && !moved)   /* same placement, new rate */
+        return push_completion(e, j, rate);
+    return start_on(e, j, nodes, counts, len, rate);
+}
+
+/* A plan built by the native policy (sk_native.c), applied as built: no validation (its
+ * preempted and moved jobs run, its placed ones wait or move, the placements fit: the
+ * policy built them from the kernel's own state) and no sort by job id (each job's changes
+ * are its own; only the order of equal-time completion events could differ, and those are
+ * processed together before the next decision, in an order nothing depends on).  Results
+ * are those of sk_engine_apply on the same plan (tests: the policy's check_plans). */
+int ske_apply_plan(sk_engine *e, const ske_plan *plan) {
+    for (int64_t k = 0; k < plan->n_preempt + plan->n_moved; k++) {   /* phase 1: release */
+        int64_t j = k < plan->n_preempt ? plan->preempt[k] : plan->moved[k - plan->n_preempt];
+        accrue(e, j, e->now);
+        release(e, j);
+    }
+    for (int64_t k = 0; k < plan->n_preempt; k++) wait_again(e, plan->preempt[k]);
+    for (int64_t k = 0; k < plan->n_place; k++) {
+        int64_t lo = plan->place_ptr[k];
+        int rc = start_on(e, plan->place[k], plan->nodes + lo, plan->counts + lo,
+                          plan->place_ptr[k + 1] - lo, plan->rates[k]);
+        if (rc < 0) return rc;
+    }
+    return SK_OK;
 }
 
 int sk_engine_apply(sk_engine *e, int64_t n, const int64_t *job_ids,

@@ -89,6 +89,7 @@ struct sk_policy {
     int64_t *ap_ids, *ap_ptr, *ap_ord;
     int32_t *ap_nodes, *ap_counts;
     double *ap_rates;
+    double *place_rate;                 /* rate of each place[] entry */
     /* placement summaries of place[] */
     int32_t *sum_nn;
     int64_t *sum_mask, *sum_slot;
@@ -1038,8 +1039,9 @@ static int resolve_rates(sk_engine *e, struct sk_policy *p) {
 /* ---------------------------------------------------------------- commit */
 
 
-/* Apply the plan in job-id order (as the Python engine lists changed jobs). */
-static int apply_plan(sk_engine *e, struct sk_policy *p) {
+/* The plan in job-id order (as the Python engine lists changed jobs) through
+ * sk_engine_apply, which validates it (spec.check_plans). */
+static int apply_checked(sk_engine *e, struct sk_policy *p) {
     int64_t n = p->n_preempt + p->n_place;
     for (int64_t k = 0; k < p->n_preempt; k++) p->ap_ord[k] = p->preempt[k] * 2;  /* even: preempt */
     for (int64_t k = 0; k < p->n_place; k++) p->ap_ord[p->n_preempt + k] = p->place[k] * 2 + 1;
@@ -1056,12 +1058,23 @@ static int apply_plan(sk_engine *e, struct sk_policy *p) {
                 p->ap_nodes[o] = p->place_nodes[q];
                 p->ap_counts[o++] = p->place_counts[q];
             }
-            p->ap_rates[i] = p->cache[p->sum_slot[k]].rate;
-            p->used_types[j] |= p->sum_mask[k];
+            p->ap_rates[i] = p->place_rate[k];
         }
         p->ap_ptr[i + 1] = o;
     }
     return sk_engine_apply(e, n, p->ap_ids, p->ap_ptr, p->ap_nodes, p->ap_counts, p->ap_rates);
+}
+
+/* Apply the plan: as built (ske_apply_plan, trusted), or validated (spec.check_plans). */
+static int apply_plan(sk_engine *e, struct sk_policy *p) {
+    for (int64_t k = 0; k < p->n_place; k++) {
+        p->place_rate[k] = p->cache[p->sum_slot[k]].rate;
+        p->used_types[p->place[k]] |= p->sum_mask[k];
+    }
+    if (p->spec.check_plans) return apply_checked(e, p);
+    ske_plan plan = {p->n_preempt, p->n_moved, p->n_place, p->preempt, p->moved, p->place,
+                     p->place_ptr, p->place_nodes, p->place_counts, p->place_rate};
+    return ske_apply_plan(e, &plan);
 }
 
 /* The n slots of a without the moving jobs; returns how many are left. */
@@ -1229,7 +1242,7 @@ void skn_free(struct sk_policy *p) {
     free(p->heap_off); free(p->heap_len); free(p->slots); free(p->slots_tmp); free(p->preempt);
     free(p->place); free(p->place_ptr); free(p->place_nodes); free(p->place_counts); free(p->free);
     free(p->taken); free(p->node_keys); free(p->ap_ids); free(p->ap_ptr); free(p->ap_ord);
-    free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->sum_nn); free(p->sum_mask);
+    free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->place_rate); free(p->sum_nn); free(p->sum_mask);
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
     free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
     free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->las_tmp); free(p->segs); free(p->seg_cnt);
@@ -1277,7 +1290,7 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->place_ptr, nj + 1) && NEW(p->place_nodes, g) && NEW(p->place_counts, g) &&
              NEW(p->free, nn) && NEW(p->taken, nn) && NEW(p->node_keys, nn) && NEW(p->ap_ids, nj) &&
              NEW(p->ap_ptr, nj + 1) && NEW(p->ap_ord, nj) && NEW(p->ap_nodes, g) &&
-             NEW(p->ap_counts, g) && NEW(p->ap_rates, nj) && NEW(p->dem, nj) && NEW(p->place_pos, nj) && NEW(p->rkey, nj) && NEW(p->rkey2, nj) &&
+             NEW(p->ap_counts, g) && NEW(p->ap_rates, nj) && NEW(p->place_rate, nj) && NEW(p->dem, nj) && NEW(p->place_pos, nj) && NEW(p->rkey, nj) && NEW(p->rkey2, nj) &&
              NEW(p->seg, 2 * p->seg_size) && NEW(p->free_start, p->fgd_width + 1) &&
              NEW(p->ap_tmp, nj) && NEW(p->sum_nn, nj) &&
              NEW(p->sum_mask, nj) && NEW(p->sum_slot, nj) && NEW(p->sum_speed, nj) &&

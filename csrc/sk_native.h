@@ -55,6 +55,8 @@ typedef struct {
     const double *thresholds;
     double rel_tol;                 /* Tiresias: relative slack of the demotion test */
     double lease_s;                 /* LAS: a job keeps its GPUs this long after its restart delay */
+    int32_t check_plans;            /* 1: each plan goes through sk_engine_apply's validation, in
+                                       job-id order (tests); 0: applied as built, trusted */
 } sk_policy_spec;
 
 /* Per-job and per-node inputs, arrays owned by the caller for the call only. */
