@@ -136,7 +136,7 @@ static int key_less(const wait_key *a, const wait_key *b) { return ORDER_LESS(a,
 
 /* SRTF's key: remaining time on the reference GPU x GPUs (queue.SRTF.order). */
 static double srtf_key(const sk_engine *e, const struct sk_policy *p, int64_t j, double rem) {
-    return rem / e->work[j] * p->est[j] * (double)e->demand[j];
+    return rem / e->work[j] * p->est[j] * (double)e->job[j].demand;
 }
 
 /* Key of job j, which starts waiting now (queued keys do not change while they wait). */
@@ -145,9 +145,9 @@ static void key_waiting(const sk_engine *e, struct sk_policy *p, int64_t j) {
     p->kflag[j] = 0;
     switch (p->spec.kind) {
     case SK_POL_FIFO: p->ka[j] = e->arrival[j]; break;
-    case SK_POL_SJF: p->ka[j] = p->est[j] * (double)e->demand[j]; break;
-    case SK_POL_SRTF: p->ka[j] = srtf_key(e, p, j, e->remaining[j] > 0.0 ? e->remaining[j] : 0.0); break;
-    case SK_POL_LAS: p->ka[j] = e->gpu_seconds[j]; break;
+    case SK_POL_SJF: p->ka[j] = p->est[j] * (double)e->job[j].demand; break;
+    case SK_POL_SRTF: p->ka[j] = srtf_key(e, p, j, e->job[j].remaining > 0.0 ? e->job[j].remaining : 0.0); break;
+    case SK_POL_LAS: p->ka[j] = e->job[j].gpu_seconds; break;
     default:                                   /* Tiresias: queue, pending, queue entry */
         p->kq[j] = p->queue[j];
         p->kflag[j] = 1;
@@ -189,18 +189,19 @@ static int slot_before(const run_slot *s, const wait_key *w) {
 static void slot_fill(const sk_engine *e, const struct sk_policy *p, run_slot *s, int64_t j) {
     s->job = j;
     s->arrival = e->arrival[j];
-    s->demand = e->demand[j];
-    s->ngpu = e->ngpu[j];
-    s->gs = e->gpu_seconds[j];
-    s->rem = e->remaining[j];
-    s->last = e->last_update[j];
-    s->begin = e->last_update[j] > e->resume_at[j] ? e->last_update[j] : e->resume_at[j];
-    s->rate = e->rate[j];
+    const sk_job *x = &e->job[j];
+    s->demand = x->demand;
+    s->ngpu = x->ngpu;
+    s->gs = x->gpu_seconds;
+    s->rem = x->remaining;
+    s->last = x->last_update;
+    s->begin = x->last_update > x->resume_at ? x->last_update : x->resume_at;
+    s->rate = x->rate;
     s->work = e->work[j];
     s->est = p->est[j];
     s->kq = p->spec.kind == SK_POL_TIRESIAS ? p->queue[j] : 0;
     s->kflag = 0;
-    s->type = (int8_t)p->node_type[e->pl[j][0]];
+    s->type = (int8_t)p->node_type[x->pl[0]];
     s->ka = p->spec.kind == SK_POL_TIRESIAS ? p->entered[j] : 0.0;
 }
 
@@ -351,7 +352,7 @@ static void sort_slots(struct sk_policy *p, run_slot *a, int64_t n) {
 static void compact_running(const sk_engine *e, struct sk_policy *p) {
     int64_t m = 0;
     for (int64_t i = 0; i < p->n_slots; i++)
-        if (e->state[p->slots[i].job] == SK_JOB_RUNNING) p->slots[m++] = p->slots[i];
+        if (e->job[p->slots[i].job].state == SK_JOB_RUNNING) p->slots[m++] = p->slots[i];
     p->n_slots = m;
 }
 
@@ -382,11 +383,11 @@ static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int3
     int64_t n = 0, cap = p->cls_cap[b], kept = 0, ended = 0;
     if (p->cls_done[b]) {
         for (int64_t i = 0; i < p->cls_sorted[b]; i++)
-            if (e->state[a[i].job] == SK_JOB_RUNNING) a[n++] = a[i];
+            if (e->job[a[i].job].state == SK_JOB_RUNNING) a[n++] = a[i];
         p->cls_sorted[b] = n;
     }
     for (int64_t i = cap - 1; i >= cap - p->cls_leased[b]; i--) {   /* top down: writes stay above i */
-        if (p->cls_done[b] && e->state[a[i].job] != SK_JOB_RUNNING) continue;
+        if (p->cls_done[b] && e->job[a[i].job].state != SK_JOB_RUNNING) continue;
         if (t < a[i].begin + p->spec.lease_s) a[cap - 1 - kept++] = a[i];
         else p->las_tmp[ended++] = a[i];
     }
@@ -513,7 +514,7 @@ static double tiresias_wakeup(const sk_engine *e, const struct sk_policy *p) {
     int any = 0;
     for (int64_t i = 0; i < p->n_slots; i++) {
         const run_slot *s = &p->slots[i];
-        if (s->kq >= p->spec.n_thresholds || e->state[s->job] != SK_JOB_RUNNING) continue;
+        if (s->kq >= p->spec.n_thresholds || e->job[s->job].state != SK_JOB_RUNNING) continue;
         double gpu_s, rem;
         slot_live(s, e->now, &gpu_s, &rem);
         double left = p->thr[s->kq] - gpu_s;
@@ -731,7 +732,8 @@ static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
     for (int32_t n = 0; n < e->n_nodes; n++) p->free[n] = e->node_cap[n] - e->node_used[n];
     for (int64_t k = 0; k < p->n_preempt + p->n_moved; k++) {
         int64_t j = k < p->n_preempt ? p->preempt[k] : p->moved[k - p->n_preempt];
-        for (int32_t q = 0; q < e->pl_len[j]; q++) p->free[e->pl[j][2 * q]] += e->pl[j][2 * q + 1];
+        const sk_job *x = &e->job[j];
+        for (int32_t q = 0; q < x->pl_len; q++) p->free[x->pl[2 * q]] += x->pl[2 * q + 1];
     }
     for (int32_t n = 0; n < e->n_nodes; n++) total += p->free[n];
     seg_build(e, p);
@@ -744,7 +746,7 @@ static int place_selected(sk_engine *e, struct sk_policy *p) {
     int64_t free_total = free_after_preemptions(e, p), o = 0;
     for (int64_t k = 0; k < p->n_place; k++) {
         int64_t j = p->place[k];
-        int64_t m = place_one(e, p, p->free, &free_total, p->place_type[k], e->demand[j],
+        int64_t m = place_one(e, p, p->free, &free_total, p->place_type[k], e->job[j].demand,
                               p->place_nodes + o, p->place_counts + o);
         if (m == 0)
             return ske_fail(e, SK_ESTATE, "native policy: selected job %lld does not fit",
@@ -855,7 +857,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
         const run_slot *s = r >= 0 ? &seg[r].a[seg[r].lo] : NULL;
         int take_run = s && (b < 0 || slot_before(s, heap_head(p, b)));
         int64_t j = take_run ? s->job : heap_head(p, b)->job;
-        int32_t demand = take_run ? s->demand : e->demand[j];     /* the slot's copy: no lookup */
+        int32_t demand = take_run ? s->demand : e->job[j].demand;     /* the slot's copy: no lookup */
         int32_t t = take_run ? s->type : -1;                      /* a running job keeps its type, */
         int move = take_run && demand > p->tbudget[t];
         if (!take_run || move) t = pick_type(e, p, j, demand);   /* or moves */
@@ -946,7 +948,7 @@ static int lone_arrival(sk_engine *e, struct sk_policy *p) {
     if (b < 0) return 0;
     plan_reset(p);
     int64_t j = heap_take(e, p, b);
-    plan_add_place(p, j, pick_type(e, p, j, e->demand[j]));
+    plan_add_place(p, j, pick_type(e, p, j, e->job[j].demand));
     return 1;
 }
 
@@ -1030,7 +1032,7 @@ static int resolve_rates(sk_engine *e, struct sk_policy *p) {
     }
     if (p->n_miss == 0) {    /* slots are stable now: no insertion happens before commit */
         for (int64_t k = 0; k < p->n_place; k++)
-            p->sum_slot[k] = cache_slot(p, p->model[p->place[k]], e->demand[p->place[k]],
+            p->sum_slot[k] = cache_slot(p, p->model[p->place[k]], e->job[p->place[k]].demand,
                                         p->sum_nn[k], p->sum_mask[k], p->sum_speed[k]);
     }
     return p->n_miss ? SK_NEED_RATES : SK_OK;
@@ -1270,7 +1272,7 @@ static int check_spec(sk_engine *e, const sk_policy_spec *s, const sk_native_inp
             return ske_fail(e, SK_EINVAL, "native policy: node %d type or size out of range", n);
     }
     for (int64_t j = 0; j < e->n_jobs; j++) {
-        if (in->bucket[j] < 0 || in->bucket[j] >= in->n_buckets || e->demand[j] <= 0)
+        if (in->bucket[j] < 0 || in->bucket[j] >= in->n_buckets || e->job[j].demand <= 0)
             return ske_fail(e, SK_EINVAL, "native policy: job %lld request bucket out of range", (long long)j);
     }
     return SK_OK;
@@ -1355,7 +1357,7 @@ static void fill_inputs(sk_engine *e, struct sk_policy *p, const sk_native_input
     memcpy(p->node_speed, in->node_speed, (size_t)e->n_nodes * sizeof(double));
     memcpy(p->fgd_w, in->fgd_weights, (size_t)p->n_types * p->fgd_width * sizeof(double));
     for (int64_t j = 0; j < nj; j++) {          /* heaps: one slice per request */
-        p->bucket_demand[p->bucket[j]] = e->demand[j];
+        p->bucket_demand[p->bucket[j]] = e->job[j].demand;
         p->heap_len[p->bucket[j]]++;
     }
     for (int32_t b = 1; b < p->n_buckets; b++) p->heap_off[b] = p->heap_off[b - 1] + p->heap_len[b - 1];
