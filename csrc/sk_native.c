@@ -50,10 +50,6 @@ struct sk_policy {
     int32_t *model, *bucket, *node_type;
     double *est, *node_speed;
     int32_t n_types, n_buckets;
-    /* keys: (kq, kflag, ka, arrival, id), smallest first */
-    int32_t *kq;
-    int8_t *kflag;
-    double *ka;
     /* Tiresias memory */
     int32_t *queue;
     double *entered;
@@ -70,6 +66,7 @@ struct sk_policy {
      * those past their lease sorted at its front, leased ones (ahead of every waiting job,
      * in any order) at its back */
     int64_t *cls_cap, *cls_sorted, *cls_leased, *cls_done;   /* cls_done: completions since the last look */
+    int64_t *done_ids;                  /* those completions, class b's at heap_off[b] */
     run_slot *las_tmp;                  /* leases that ended at this decision */
     run_seg *segs;                      /* contested running jobs, one sorted run per class */
     int64_t *seg_cnt;                   /* 2 x classes: keep_in_bulk's counts */
@@ -106,6 +103,7 @@ struct sk_policy {
     double *trate;                      /* [n_jobs][n_types] */
     int64_t *bucket_mask;               /* allowed types of each bucket's jobs */
     int32_t *place_type;                /* the type each place[] entry takes */
+    int32_t *place_demand;              /* and its GPUs */
     int64_t *moved, n_moved;            /* running jobs the plan moves to another type */
     int8_t *moving;                     /* per job: in moved[] */
     int64_t *seg_pos, *seg_node;        /* node <-> max-tree leaf, leaves grouped by type */
@@ -125,12 +123,14 @@ struct sk_policy {
 
 /* ---------------------------------------------------------------- keys */
 
-/* Waiting entries and running slots share one order: queue, flag, key, arrival, job id. */
-#define ORDER_LESS(a, b)                                               \
-    ((a)->kq != (b)->kq ? (a)->kq < (b)->kq :                          \
-     (a)->kflag != (b)->kflag ? (a)->kflag < (b)->kflag :              \
-     (a)->ka != (b)->ka ? (a)->ka < (b)->ka :                          \
-     (a)->arrival != (b)->arrival ? (a)->arrival < (b)->arrival : (a)->job < (b)->job)
+/* Waiting entries and running slots share one order: queue, flag, key, arrival, job id.
+ * Written without branches (every comparison is made, & and | join them): heap and merge
+ * steps compare keys whose order no branch predictor can guess. */
+#define ORDER_LESS(a, b)                                                                \
+    (((a)->kq < (b)->kq) | (((a)->kq == (b)->kq) &                                     \
+     (((a)->kflag < (b)->kflag) | (((a)->kflag == (b)->kflag) &                         \
+      (((a)->ka < (b)->ka) | (((a)->ka == (b)->ka) &                                    \
+       (((a)->arrival < (b)->arrival) | (((a)->arrival == (b)->arrival) & ((a)->job < (b)->job)))))))))
 
 static int key_less(const wait_key *a, const wait_key *b) { return ORDER_LESS(a, b); }
 
@@ -140,19 +140,19 @@ static double srtf_key(const sk_engine *e, const struct sk_policy *p, int64_t j,
 }
 
 /* Key of job j, which starts waiting now (queued keys do not change while they wait). */
-static void key_waiting(const sk_engine *e, struct sk_policy *p, int64_t j) {
-    p->kq[j] = 0;
-    p->kflag[j] = 0;
+static wait_key key_waiting(const sk_engine *e, const struct sk_policy *p, int64_t j) {
+    wait_key w = {0.0, e->arrival[j], j, 0, 0};
     switch (p->spec.kind) {
-    case SK_POL_FIFO: p->ka[j] = e->arrival[j]; break;
-    case SK_POL_SJF: p->ka[j] = p->est[j] * (double)e->job[j].demand; break;
-    case SK_POL_SRTF: p->ka[j] = srtf_key(e, p, j, e->job[j].remaining > 0.0 ? e->job[j].remaining : 0.0); break;
-    case SK_POL_LAS: p->ka[j] = e->job[j].gpu_seconds; break;
+    case SK_POL_FIFO: w.ka = e->arrival[j]; break;
+    case SK_POL_SJF: w.ka = p->est[j] * (double)e->job[j].demand; break;
+    case SK_POL_SRTF: w.ka = srtf_key(e, p, j, e->job[j].remaining > 0.0 ? e->job[j].remaining : 0.0); break;
+    case SK_POL_LAS: w.ka = e->job[j].gpu_seconds; break;
     default:                                   /* Tiresias: queue, pending, queue entry */
-        p->kq[j] = p->queue[j];
-        p->kflag[j] = 1;
-        p->ka[j] = p->entered[j];
+        w.kq = p->queue[j];
+        w.kflag = 1;
+        w.ka = p->entered[j];
     }
+    return w;
 }
 
 /* ske_live for a slot: GPU-seconds and remaining work at time t. */
@@ -207,9 +207,10 @@ static void slot_fill(const sk_engine *e, const struct sk_policy *p, run_slot *s
 
 /* ---------------------------------------------------------------- waiting heaps */
 
+/* Job j starts waiting (keyed as of now) in its heap. */
 static void heap_add(const sk_engine *e, struct sk_policy *p, int64_t j) {
     int32_t b = p->bucket[j];
-    wait_key *h = p->heap + p->heap_off[b], w = {p->ka[j], e->arrival[j], j, p->kq[j], p->kflag[j]};
+    wait_key *h = p->heap + p->heap_off[b], w = key_waiting(e, p, j);
     int64_t i = p->heap_len[b]++;
     while (i > 0) {
         int64_t up = (i - 1) / 2;
@@ -220,18 +221,23 @@ static void heap_add(const sk_engine *e, struct sk_policy *p, int64_t j) {
     h[i] = w;
 }
 
+/* Pop the head of heap b: the hole it leaves goes down to a leaf along the smaller
+ * children, then the last entry moves up from there (bottom-up: one comparison per level
+ * instead of two; the last entry, large, rarely moves up). */
 static int64_t heap_take(const sk_engine *e, struct sk_policy *p, int32_t b) {
     wait_key *h = p->heap + p->heap_off[b], last = h[--p->heap_len[b]];
     int64_t top = h[0].job, n = p->heap_len[b], i = 0;
-    for (;;) {
-        int64_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && key_less(&h[c + 1], &h[c])) c++;
-        if (!key_less(&h[c], &last)) break;
+    if (n == 0) return top;
+    for (int64_t c = 1; c < n; c = 2 * i + 1) {
+        c += c + 1 < n && key_less(&h[c + 1], &h[c]);
         h[i] = h[c];
         i = c;
     }
-    if (n > 0) h[i] = last;
+    while (i > 0 && key_less(&last, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = last;
     return top;
 }
 
@@ -257,7 +263,10 @@ static int32_t best_bucket(const struct sk_policy *p, int any_size) {
 }
 
 void skn_on_complete(sk_engine *e, int64_t j) {
-    e->pol->cls_done[e->pol->bucket[j]]++;
+    struct sk_policy *p = e->pol;
+    if (p->spec.kind != SK_POL_LAS) return;
+    int32_t b = p->bucket[j];
+    p->done_ids[p->heap_off[b] + p->cls_done[b]++] = j;   /* at most the class's jobs */
 }
 
 void skn_on_arrival(sk_engine *e, int64_t j) {
@@ -267,7 +276,6 @@ void skn_on_arrival(sk_engine *e, int64_t j) {
         p->entered[j] = e->arrival[j];
         p->fresh[j] = 0;
     }
-    key_waiting(e, p, j);
     heap_add(e, p, j);
 }
 
@@ -375,6 +383,17 @@ static int las_add(sk_engine *e, struct sk_policy *p, int64_t j) {
     return SK_OK;
 }
 
+/* Did job j of class b, running at the last look, finish since?  Its id among the class's
+ * completions when they are few (no lookup by job), else its state. */
+static int finished(const sk_engine *e, const struct sk_policy *p, int32_t b, int64_t j) {
+    enum { FEW = 8 };
+    const int64_t *done = p->done_ids + p->heap_off[b];
+    if (p->cls_done[b] > FEW) return e->job[j].state != SK_JOB_RUNNING;
+    int hit = 0;
+    for (int64_t k = 0; k < p->cls_done[b]; k++) hit |= done[k] == j;
+    return hit;
+}
+
 /* Class b at time t: jobs that finished are dropped (preempted ones were cut off when they
  * were preempted), leased jobs whose lease ended go to las_tmp (returns how many), the
  * others stay at the slice's back. */
@@ -383,11 +402,11 @@ static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int3
     int64_t n = 0, cap = p->cls_cap[b], kept = 0, ended = 0;
     if (p->cls_done[b]) {
         for (int64_t i = 0; i < p->cls_sorted[b]; i++)
-            if (e->job[a[i].job].state == SK_JOB_RUNNING) a[n++] = a[i];
+            if (!finished(e, p, b, a[i].job)) a[n++] = a[i];
         p->cls_sorted[b] = n;
     }
     for (int64_t i = cap - 1; i >= cap - p->cls_leased[b]; i--) {   /* top down: writes stay above i */
-        if (p->cls_done[b] && e->job[a[i].job].state != SK_JOB_RUNNING) continue;
+        if (p->cls_done[b] && finished(e, p, b, a[i].job)) continue;
         if (t < a[i].begin + p->spec.lease_s) a[cap - 1 - kept++] = a[i];
         else p->las_tmp[ended++] = a[i];
     }
@@ -683,8 +702,8 @@ static double type_key(const struct sk_policy *p, int64_t j, int32_t t, double n
 
 /* Among job j's allowed types, one whose free GPUs hold want (tier 0), else one whose
  * budget does (tier 1): the smallest key in the best tier, ties the lowest type; -1 if none. */
-static int32_t pick_type(const sk_engine *e, const struct sk_policy *p, int64_t j, int32_t want) {
-    int64_t mask = p->bucket_mask[p->bucket[j]];
+static int32_t pick_type(const sk_engine *e, const struct sk_policy *p, int64_t j, int64_t mask,
+                         int32_t want) {
     int32_t best = -1, best_tier = 2;
     double best_key = 0.0;
     for (int32_t t = 0; t < p->n_types; t++) {
@@ -720,10 +739,33 @@ static void plan_reset(struct sk_policy *p) {
     p->place_ptr[0] = 0;
 }
 
-static void plan_add_place(struct sk_policy *p, int64_t j, int32_t t) {
-    p->place_pos[j] = p->n_place;
+/* Ask for the memory of job j that committing the plan reads (its record, and what its
+ * slot or waiting key copies), so that the misses overlap with the selection.  A hint only. */
+static void prefetch_job(const sk_engine *e, const struct sk_policy *p, int64_t j) {
+#if defined(__GNUC__)
+    __builtin_prefetch(&e->job[j]);
+    __builtin_prefetch((const char *)&e->job[j] + 64);
+    __builtin_prefetch(&e->arrival[j]);
+    __builtin_prefetch(&p->bucket[j]);
+    __builtin_prefetch(&p->model[j]);
+#else
+    (void)e; (void)p; (void)j;
+#endif
+}
+
+/* Job j is placed: demand GPUs of type t. */
+static void plan_add_place(const sk_engine *e, struct sk_policy *p, int64_t j, int32_t t,
+                           int32_t demand) {
+    prefetch_job(e, p, j);
     p->place_type[p->n_place] = t;
+    p->place_demand[p->n_place] = demand;
     p->place[p->n_place++] = j;
+}
+
+/* Running job j is preempted. */
+static void plan_add_preempt(const sk_engine *e, struct sk_policy *p, int64_t j) {
+    prefetch_job(e, p, j);
+    p->preempt[p->n_preempt++] = j;
 }
 
 /* The free GPUs per node once the plan's preemptions are done; returns their total. */
@@ -746,7 +788,7 @@ static int place_selected(sk_engine *e, struct sk_policy *p) {
     int64_t free_total = free_after_preemptions(e, p), o = 0;
     for (int64_t k = 0; k < p->n_place; k++) {
         int64_t j = p->place[k];
-        int64_t m = place_one(e, p, p->free, &free_total, p->place_type[k], e->job[j].demand,
+        int64_t m = place_one(e, p, p->free, &free_total, p->place_type[k], p->place_demand[k],
                               p->place_nodes + o, p->place_counts + o);
         if (m == 0)
             return ske_fail(e, SK_ESTATE, "native policy: selected job %lld does not fit",
@@ -857,13 +899,14 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
         const run_slot *s = r >= 0 ? &seg[r].a[seg[r].lo] : NULL;
         int take_run = s && (b < 0 || slot_before(s, heap_head(p, b)));
         int64_t j = take_run ? s->job : heap_head(p, b)->job;
-        int32_t demand = take_run ? s->demand : e->job[j].demand;     /* the slot's copy: no lookup */
+        int32_t demand = take_run ? s->demand : p->bucket_demand[b];  /* no lookup by job */
         int32_t t = take_run ? s->type : -1;                      /* a running job keeps its type, */
         int move = take_run && demand > p->tbudget[t];
-        if (!take_run || move) t = pick_type(e, p, j, demand);   /* or moves */
+        if (!take_run || move)                                    /* or moves */
+            t = pick_type(e, p, j, p->bucket_mask[take_run ? p->bucket[j] : b], demand);
         if (t < 0) {
             if (blocking) break;
-            p->preempt[p->n_preempt++] = j;      /* a running job that no longer fits */
+            plan_add_preempt(e, p, j);           /* a running job that no longer fits */
             r = run_pop(seg, n_seg, r, 1);
             continue;
         }
@@ -874,18 +917,18 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
                 p->tfree[t] -= demand;
                 p->moved[p->n_moved++] = j;
                 p->moving[j] = 1;
-                plan_add_place(p, j, t);
+                plan_add_place(e, p, j, t, demand);
             }
             r = run_pop(seg, n_seg, r, 0);
         } else {
             p->tfree[t] -= demand;
-            plan_add_place(p, heap_take(e, p, b), t);
+            plan_add_place(e, p, heap_take(e, p, b), t, demand);
             b = best_bucket(p, blocking);
             bulk = bulk_ok(p);
         }
     }
     for (int32_t k = 0; k < n_seg; k++) {
-        for (int64_t i = seg[k].lo; i < seg[k].hi; i++) p->preempt[p->n_preempt++] = seg[k].a[i].job;
+        for (int64_t i = seg[k].lo; i < seg[k].hi; i++) plan_add_preempt(e, p, seg[k].a[i].job);
         if (seg[k].cut > seg[k].lo) seg[k].cut = seg[k].lo;
     }
 }
@@ -948,7 +991,7 @@ static int lone_arrival(sk_engine *e, struct sk_policy *p) {
     if (b < 0) return 0;
     plan_reset(p);
     int64_t j = heap_take(e, p, b);
-    plan_add_place(p, j, pick_type(e, p, j, e->job[j].demand));
+    plan_add_place(e, p, j, pick_type(e, p, j, p->bucket_mask[b], p->bucket_demand[b]), p->bucket_demand[b]);
     return 1;
 }
 
@@ -1005,6 +1048,7 @@ static int64_t cache_slot(struct sk_policy *p, int32_t model, int32_t ngpu, int3
 /* Summaries of the placed jobs and their cache slots; lists the keys to ask for. */
 static int resolve_rates(sk_engine *e, struct sk_policy *p) {
     p->n_miss = 0;
+    int64_t cap = p->cache_cap;
     for (int64_t k = 0; k < p->n_place; k++) {
         int64_t j = p->place[k], mask = 0;
         int32_t ngpu = 0, nn = 0;
@@ -1021,6 +1065,7 @@ static int resolve_rates(sk_engine *e, struct sk_policy *p) {
         p->sum_nn[k] = nn;
         p->sum_mask[k] = mask;
         p->sum_speed[k] = speed;
+        p->sum_slot[k] = s;
         if (isnan(p->cache[s].rate)) {
             int seen = 0;
             for (int64_t m = 0; m < p->n_miss && !seen; m++) seen = p->miss_slot[m] == s;
@@ -1030,9 +1075,9 @@ static int resolve_rates(sk_engine *e, struct sk_policy *p) {
             }
         }
     }
-    if (p->n_miss == 0) {    /* slots are stable now: no insertion happens before commit */
+    if (p->n_miss == 0 && p->cache_cap != cap) {    /* grown on the way: slots moved */
         for (int64_t k = 0; k < p->n_place; k++)
-            p->sum_slot[k] = cache_slot(p, p->model[p->place[k]], e->job[p->place[k]].demand,
+            p->sum_slot[k] = cache_slot(p, p->model[p->place[k]], p->place_demand[k],
                                         p->sum_nn[k], p->sum_mask[k], p->sum_speed[k]);
     }
     return p->n_miss ? SK_NEED_RATES : SK_OK;
@@ -1045,6 +1090,7 @@ static int resolve_rates(sk_engine *e, struct sk_policy *p) {
  * sk_engine_apply, which validates it (spec.check_plans). */
 static int apply_checked(sk_engine *e, struct sk_policy *p) {
     int64_t n = p->n_preempt + p->n_place;
+    for (int64_t k = 0; k < p->n_place; k++) p->place_pos[p->place[k]] = k;
     for (int64_t k = 0; k < p->n_preempt; k++) p->ap_ord[k] = p->preempt[k] * 2;  /* even: preempt */
     for (int64_t k = 0; k < p->n_place; k++) p->ap_ord[p->n_preempt + k] = p->place[k] * 2 + 1;
     sort_i64(p->ap_ord, n, p->ap_tmp);
@@ -1108,7 +1154,6 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
         for (int64_t k = 0; k < p->n_moved; k++) p->moving[p->moved[k]] = 0;
     }
     for (int64_t k = 0; k < p->n_preempt; k++) {       /* they wait again, keyed as of now */
-        key_waiting(e, p, p->preempt[k]);
         heap_add(e, p, p->preempt[k]);
     }
     for (int64_t k = 0; k < p->n_place && p->spec.kind == SK_POL_LAS; k++) {
@@ -1239,7 +1284,7 @@ int sk_native_run(sk_engine *e, sk_native_records *rec) {
 void skn_free(struct sk_policy *p) {
     if (!p) return;
     free(p->thr); free(p->thr_lo); free(p->model); free(p->bucket); free(p->node_type);
-    free(p->est); free(p->node_speed); free(p->kq); free(p->kflag); free(p->ka);
+    free(p->est); free(p->node_speed); 
     free(p->queue); free(p->entered); free(p->fresh); free(p->bucket_demand); free(p->heap);
     free(p->heap_off); free(p->heap_len); free(p->slots); free(p->slots_tmp); free(p->preempt);
     free(p->place); free(p->place_ptr); free(p->place_nodes); free(p->place_counts); free(p->free);
@@ -1247,8 +1292,8 @@ void skn_free(struct sk_policy *p) {
     free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->place_rate); free(p->sum_nn); free(p->sum_mask);
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
     free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
-    free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->las_tmp); free(p->segs); free(p->seg_cnt);
-    free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->seg_pos); free(p->seg_node);
+    free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->done_ids); free(p->las_tmp); free(p->segs); free(p->seg_cnt);
+    free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->place_demand); free(p->seg_pos); free(p->seg_node);
     free(p->moved); free(p->moving);
     free(p);
 }
@@ -1284,8 +1329,8 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
     int64_t nj = e->n_jobs, nn = e->n_nodes, g = e->total_gpus > 0 ? e->total_gpus : 1;
     int32_t nt = p->n_types, w = p->fgd_width, k = p->spec.n_thresholds;
     int ok = NEW(p->thr, k) && NEW(p->thr_lo, k) && NEW(p->model, nj) && NEW(p->bucket, nj) &&
-             NEW(p->node_type, nn) && NEW(p->est, nj) && NEW(p->node_speed, nn) && NEW(p->kq, nj) &&
-             NEW(p->kflag, nj) && NEW(p->ka, nj) && NEW(p->queue, nj) && NEW(p->entered, nj) &&
+             NEW(p->node_type, nn) && NEW(p->est, nj) && NEW(p->node_speed, nn) && 
+             NEW(p->queue, nj) && NEW(p->entered, nj) &&
              NEW(p->fresh, nj) && NEW(p->bucket_demand, nb) && NEW(p->heap, nj) &&
              NEW(p->heap_off, nb) && NEW(p->heap_len, nb) && NEW(p->slots, nj) &&
              NEW(p->slots_tmp, nj) && NEW(p->preempt, nj) && NEW(p->place, nj) &&
@@ -1299,9 +1344,9 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
              NEW(p->completed, nj) && NEW(p->cls_cap, nb) && NEW(p->cls_sorted, nb) &&
-             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->las_tmp, nj) &&
+             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) &&
              NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb) && NEW(p->trate, nj * nt) &&
-             NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->seg_pos, nn) &&
+             NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->place_demand, nj) && NEW(p->seg_pos, nn) &&
              NEW(p->seg_node, p->seg_size) && NEW(p->moved, nj) && NEW(p->moving, nj);
     return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
 }
