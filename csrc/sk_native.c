@@ -37,6 +37,10 @@ typedef struct {
  * heap operations read contiguous memory. */
 typedef struct { double ka, arrival; int64_t job; int32_t kq; int8_t kflag; } wait_key;
 
+/* A sorted run of waiting entries, [lo, hi) in its bucket's region. */
+typedef struct { int64_t lo, hi; } wait_run;
+enum { MAX_RUNS = 64 };
+
 typedef struct {            /* rate cache entry */
     int32_t model, ngpu, n_nodes, used;
     int64_t mask;
@@ -55,10 +59,14 @@ struct sk_policy {
     double *entered;
     int8_t *fresh;
     crossing *dem;
-    /* queued jobs: one heap per distinct request */
+    /* queued jobs: one queue of sorted runs per bucket (distinct request and allowed types) */
     int32_t *bucket_demand;
-    wait_key *heap;
-    int64_t *heap_off, *heap_len;
+    wait_key *wq, *wtmp;                /* the buckets' regions; merge scratch */
+    int64_t *woff, *wcap, *wend, *wnew; /* region, its used top, unsorted entries below the top */
+    wait_run *runs;                     /* MAX_RUNS per bucket, oldest first */
+    int32_t *n_runs, *best_run;
+    int64_t *n_waiting;
+    int64_t *cls_off;                   /* each bucket's slice of per-class arrays (its jobs) */
     /* running jobs, in the last decision's order (SRTF, Tiresias) */
     run_slot *slots, *slots_tmp;
     int64_t n_slots;
@@ -66,7 +74,7 @@ struct sk_policy {
      * those past their lease sorted at its front, leased ones (ahead of every waiting job,
      * in any order) at its back */
     int64_t *cls_cap, *cls_sorted, *cls_leased, *cls_done;   /* cls_done: completions since the last look */
-    int64_t *done_ids;                  /* those completions, class b's at heap_off[b] */
+    int64_t *done_ids;                  /* those completions, class b's at cls_off[b] */
     run_slot *las_tmp;                  /* leases that ended at this decision */
     run_seg *segs;                      /* contested running jobs, one sorted run per class */
     int64_t *seg_cnt;                   /* 2 x classes: keep_in_bulk's counts */
@@ -205,44 +213,127 @@ static void slot_fill(const sk_engine *e, const struct sk_policy *p, run_slot *s
     s->ka = p->spec.kind == SK_POL_TIRESIAS ? p->entered[j] : 0.0;
 }
 
-/* ---------------------------------------------------------------- waiting heaps */
+/* ---------------------------------------------------------------- waiting queues */
 
-/* Job j starts waiting (keyed as of now) in its heap. */
-static void heap_add(const sk_engine *e, struct sk_policy *p, int64_t j) {
+/* Each bucket's waiting jobs are a stack of sorted runs in its region wq[woff[b], +wcap[b])
+ * (oldest, largest first) and, above them, the entries added since the last decision,
+ * unsorted.  A decision first settles them (wait_settle: they become a run, and the top
+ * runs merge while the newer is at least half the older, so there are O(log) runs); the
+ * head is the smallest run head.  Where a binary heap walks log n levels of dependent
+ * loads per pop, a pop here advances one run and compares the few run heads, and every
+ * entry is moved O(log n) times in sequential merges.  LAS adds each class's preempted
+ * jobs as one already sorted run (its preempted tail, keyed as when it was cut).  The
+ * region holds twice the bucket's jobs: run heads consumed leave gaps, squeezed out
+ * (wait_compact) when the region is full. */
+
+static wait_key *wait_region(const struct sk_policy *p, int32_t b) { return p->wq + p->woff[b]; }
+static wait_run *wait_runs(const struct sk_policy *p, int32_t b) { return p->runs + (int64_t)b * MAX_RUNS; }
+
+/* Merge the sorted na entries of x and nb of y into out. */
+static void merge_keys(const wait_key *x, int64_t na, const wait_key *y, int64_t nb, wait_key *out) {
+    int64_t i = 0, k = 0, o = 0;
+    while (i < na && k < nb) out[o++] = key_less(&y[k], &x[i]) ? y[k++] : x[i++];
+    memcpy(out + o, x + i, (size_t)(na - i) * sizeof *out);
+    memcpy(out + o + na - i, y + k, (size_t)(nb - k) * sizeof *out);
+}
+
+/* Sort n entries (bottom-up merge sort; tmp holds n); one pass if they are sorted. */
+static void sort_keys(wait_key *a, int64_t n, wait_key *tmp) {
+    int sorted = 1;
+    for (int64_t i = 1; i < n && sorted; i++) sorted = !key_less(&a[i], &a[i - 1]);
+    if (sorted) return;
+    wait_key *src = a, *dst = tmp;
+    for (int64_t width = 1; width < n; width *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            merge_keys(src + lo, mid - lo, src + mid, hi - mid, dst + lo);
+        }
+        wait_key *t = src; src = dst; dst = t;
+    }
+    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+}
+
+/* Bucket b's run with the smallest head. */
+static void wait_best(struct sk_policy *p, int32_t b) {
+    const wait_key *q = wait_region(p, b);
+    const wait_run *r = wait_runs(p, b);
+    int32_t best = 0;
+    for (int32_t k = 1; k < p->n_runs[b]; k++)
+        if (key_less(&q[r[k].lo], &q[r[best].lo])) best = k;
+    p->best_run[b] = best;
+}
+
+/* Squeeze the gaps out of bucket b's region (runs and unsorted entries keep their order). */
+static void wait_compact(struct sk_policy *p, int32_t b) {
+    wait_key *q = wait_region(p, b);
+    wait_run *r = wait_runs(p, b);
+    int64_t o = 0;
+    for (int32_t k = 0; k < p->n_runs[b]; k++) {
+        int64_t len = r[k].hi - r[k].lo;
+        memmove(q + o, q + r[k].lo, (size_t)len * sizeof *q);
+        r[k] = (wait_run){o, o + len};
+        o += len;
+    }
+    memmove(q + o, q + p->wend[b] - p->wnew[b], (size_t)p->wnew[b] * sizeof *q);
+    p->wend[b] = o + p->wnew[b];
+}
+
+/* Job j starts waiting, keyed as of now (settled at the next decision). */
+static void wait_add(const sk_engine *e, struct sk_policy *p, int64_t j) {
     int32_t b = p->bucket[j];
-    wait_key *h = p->heap + p->heap_off[b], w = key_waiting(e, p, j);
-    int64_t i = p->heap_len[b]++;
-    while (i > 0) {
-        int64_t up = (i - 1) / 2;
-        if (!key_less(&w, &h[up])) break;
-        h[i] = h[up];
-        i = up;
-    }
-    h[i] = w;
+    if (p->wend[b] == p->wcap[b]) wait_compact(p, b);
+    wait_region(p, b)[p->wend[b]++] = key_waiting(e, p, j);
+    p->wnew[b]++;
+    p->n_waiting[b]++;
 }
 
-/* Pop the head of heap b: the hole it leaves goes down to a leaf along the smaller
- * children, then the last entry moves up from there (bottom-up: one comparison per level
- * instead of two; the last entry, large, rarely moves up). */
-static int64_t heap_take(const sk_engine *e, struct sk_policy *p, int32_t b) {
-    wait_key *h = p->heap + p->heap_off[b], last = h[--p->heap_len[b]];
-    int64_t top = h[0].job, n = p->heap_len[b], i = 0;
-    if (n == 0) return top;
-    for (int64_t c = 1; c < n; c = 2 * i + 1) {
-        c += c + 1 < n && key_less(&h[c + 1], &h[c]);
-        h[i] = h[c];
-        i = c;
+/* Bucket b's new entries become a run; the top runs merge while the newer one is at least
+ * half the older (or there are too many). */
+static void wait_settle(struct sk_policy *p, int32_t b) {
+    if (p->wnew[b] == 0) return;
+    wait_key *q = wait_region(p, b);
+    wait_run *r = wait_runs(p, b);
+    int64_t lo = p->wend[b] - p->wnew[b];
+    sort_keys(q + lo, p->wnew[b], p->wtmp);
+    r[p->n_runs[b]++] = (wait_run){lo, p->wend[b]};
+    p->wnew[b] = 0;
+    while (p->n_runs[b] >= 2) {
+        wait_run *top = &r[p->n_runs[b] - 1], *below = top - 1;
+        int64_t nt = top->hi - top->lo, nb = below->hi - below->lo;
+        if (2 * nt < nb && p->n_runs[b] < MAX_RUNS) break;
+        merge_keys(q + below->lo, nb, q + top->lo, nt, p->wtmp);
+        memcpy(q + below->lo, p->wtmp, (size_t)(nb + nt) * sizeof *q);
+        below->hi = below->lo + nb + nt;
+        p->wend[b] = below->hi;
+        p->n_runs[b]--;
     }
-    while (i > 0 && key_less(&last, &h[(i - 1) / 2])) {
-        h[i] = h[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h[i] = last;
-    return top;
+    wait_best(p, b);
 }
 
-/* The head of waiting heap b. */
-static const wait_key *heap_head(const struct sk_policy *p, int32_t b) { return &p->heap[p->heap_off[b]]; }
+/* Before a decision reads the queues. */
+static void wait_settle_all(struct sk_policy *p) {
+    for (int32_t b = 0; b < p->n_buckets; b++) wait_settle(p, b);
+}
+
+/* The head of bucket b's queue (settled, not empty). */
+static const wait_key *wait_head(const struct sk_policy *p, int32_t b) {
+    return &wait_region(p, b)[wait_runs(p, b)[p->best_run[b]].lo];
+}
+
+/* Take the head of bucket b's queue (settled, not empty). */
+static int64_t wait_take(struct sk_policy *p, int32_t b) {
+    wait_run *r = wait_runs(p, b);
+    int32_t k = p->best_run[b];
+    int64_t j = wait_region(p, b)[r[k].lo++].job;
+    p->n_waiting[b]--;
+    if (r[k].lo == r[k].hi) {                   /* used up: its space is a gap (the top's is free) */
+        memmove(r + k, r + k + 1, (size_t)(p->n_runs[b] - k - 1) * sizeof *r);
+        p->n_runs[b]--;
+        if (k == p->n_runs[b]) p->wend[b] = k > 0 ? r[k - 1].hi : 0;
+    }
+    if (p->n_runs[b] > 0) wait_best(p, b);
+    return j;
+}
 
 /* Does bucket b's request fit the budget of one of its allowed types? */
 static int bucket_fits(const struct sk_policy *p, int32_t b) {
@@ -256,8 +347,8 @@ static int bucket_fits(const struct sk_policy *p, int32_t b) {
 static int32_t best_bucket(const struct sk_policy *p, int any_size) {
     int32_t best = -1;
     for (int32_t b = 0; b < p->n_buckets; b++) {
-        if (p->heap_len[b] == 0 || (!any_size && !bucket_fits(p, b))) continue;
-        if (best < 0 || key_less(heap_head(p, b), heap_head(p, best))) best = b;
+        if (p->n_waiting[b] == 0 || (!any_size && !bucket_fits(p, b))) continue;
+        if (best < 0 || key_less(wait_head(p, b), wait_head(p, best))) best = b;
     }
     return best;
 }
@@ -266,7 +357,7 @@ void skn_on_complete(sk_engine *e, int64_t j) {
     struct sk_policy *p = e->pol;
     if (p->spec.kind != SK_POL_LAS) return;
     int32_t b = p->bucket[j];
-    p->done_ids[p->heap_off[b] + p->cls_done[b]++] = j;   /* at most the class's jobs */
+    p->done_ids[p->cls_off[b] + p->cls_done[b]++] = j;   /* at most the class's jobs */
 }
 
 void skn_on_arrival(sk_engine *e, int64_t j) {
@@ -276,7 +367,7 @@ void skn_on_arrival(sk_engine *e, int64_t j) {
         p->entered[j] = e->arrival[j];
         p->fresh[j] = 0;
     }
-    heap_add(e, p, j);
+    wait_add(e, p, j);
 }
 
 /* ---------------------------------------------------------------- running jobs */
@@ -370,7 +461,7 @@ static void compact_running(const sk_engine *e, struct sk_policy *p) {
  * service grows at the same rate for all of them and their order hardly changes between
  * decisions: re-sorting a class is a pass that moves nothing, where one list of all
  * running jobs would be re-ordered at every round. */
-static run_slot *las_class(struct sk_policy *p, int32_t b) { return p->slots + p->heap_off[b]; }
+static run_slot *las_class(struct sk_policy *p, int32_t b) { return p->slots + p->cls_off[b]; }
 
 /* Job j, placed now, joins its class's leased jobs. */
 static int las_add(sk_engine *e, struct sk_policy *p, int64_t j) {
@@ -387,7 +478,7 @@ static int las_add(sk_engine *e, struct sk_policy *p, int64_t j) {
  * completions when they are few (no lookup by job), else its state. */
 static int finished(const sk_engine *e, const struct sk_policy *p, int32_t b, int64_t j) {
     enum { FEW = 8 };
-    const int64_t *done = p->done_ids + p->heap_off[b];
+    const int64_t *done = p->done_ids + p->cls_off[b];
     if (p->cls_done[b] > FEW) return e->job[j].state != SK_JOB_RUNNING;
     int hit = 0;
     for (int64_t k = 0; k < p->cls_done[b]; k++) hit |= done[k] == j;
@@ -466,7 +557,7 @@ static int64_t count_less(const run_slot *a, int64_t n, const run_slot *x) {
  * *budget becomes the GPUs the selected ones leave; returns the number of runs. */
 static int32_t las_split(sk_engine *e, struct sk_policy *p, int64_t *budget) {
     int32_t head_b = best_bucket(p, 1);
-    run_slot head = head_b < 0 ? (run_slot){0} : waiting_slot(heap_head(p, head_b));
+    run_slot head = head_b < 0 ? (run_slot){0} : waiting_slot(wait_head(p, head_b));
     int64_t used = 0;
     for (int32_t b = 0; b < p->n_buckets; b++) {
         las_refresh(e, p, b, e->now);
@@ -887,7 +978,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
             bulk = bulk_ok(p);
         }
         if (r >= 0 && bulk) {                  /* once per eligible heap head */
-            run_slot x = b >= 0 ? waiting_slot(heap_head(p, b)) : (run_slot){0};
+            run_slot x = b >= 0 ? waiting_slot(wait_head(p, b)) : (run_slot){0};
             int64_t kept = keep_in_bulk(seg, n_seg, b >= 0 ? &x : NULL, budget, p->seg_cnt, p->seg_cnt + n_seg);
             budget -= kept;
             p->tbudget[0] -= kept;             /* bulk_ok: one type, the budget's */
@@ -897,8 +988,8 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
         }
         if (r < 0 && b < 0) break;
         const run_slot *s = r >= 0 ? &seg[r].a[seg[r].lo] : NULL;
-        int take_run = s && (b < 0 || slot_before(s, heap_head(p, b)));
-        int64_t j = take_run ? s->job : heap_head(p, b)->job;
+        int take_run = s && (b < 0 || slot_before(s, wait_head(p, b)));
+        int64_t j = take_run ? s->job : wait_head(p, b)->job;
         int32_t demand = take_run ? s->demand : p->bucket_demand[b];  /* no lookup by job */
         int32_t t = take_run ? s->type : -1;                      /* a running job keeps its type, */
         int move = take_run && demand > p->tbudget[t];
@@ -922,7 +1013,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
             r = run_pop(seg, n_seg, r, 0);
         } else {
             p->tfree[t] -= demand;
-            plan_add_place(e, p, heap_take(e, p, b), t, demand);
+            plan_add_place(e, p, wait_take(p, b), t, demand);
             b = best_bucket(p, blocking);
             bulk = bulk_ok(p);
         }
@@ -939,7 +1030,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
  * contested; *budget becomes the GPUs the ahead jobs leave. */
 static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *budget) {
     int32_t b = best_bucket(p, 1);
-    const wait_key *head = b < 0 ? NULL : heap_head(p, b);
+    const wait_key *head = b < 0 ? NULL : wait_head(p, b);
     int64_t n_ahead = 0, n_cont = 0, used = 0;
     run_slot *cont = p->slots_tmp;
     for (int64_t i = 0; i < p->n_slots; i++) {
@@ -959,6 +1050,7 @@ static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *b
 
 /* The full decision: Policy.schedule for the built-in rigid policies. */
 static int decide(sk_engine *e, struct sk_policy *p) {
+    wait_settle_all(p);
     plan_reset(p);
     int64_t budget = e->total_gpus - e->used_gpus;
     int32_t n_seg = 1;
@@ -986,11 +1078,12 @@ static int decide(sk_engine *e, struct sk_policy *p) {
 
 /* The lone arrival (Policy.place_lone_arrivals): the only waiting job, if it fits. */
 static int lone_arrival(sk_engine *e, struct sk_policy *p) {
+    wait_settle_all(p);
     type_budgets(p, 0);
     int32_t b = best_bucket(p, 0);
     if (b < 0) return 0;
     plan_reset(p);
-    int64_t j = heap_take(e, p, b);
+    int64_t j = wait_take(p, b);
     plan_add_place(e, p, j, pick_type(e, p, j, p->bucket_mask[b], p->bucket_demand[b]), p->bucket_demand[b]);
     return 1;
 }
@@ -1154,7 +1247,7 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
         for (int64_t k = 0; k < p->n_moved; k++) p->moving[p->moved[k]] = 0;
     }
     for (int64_t k = 0; k < p->n_preempt; k++) {       /* they wait again, keyed as of now */
-        heap_add(e, p, p->preempt[k]);
+        wait_add(e, p, p->preempt[k]);
     }
     for (int64_t k = 0; k < p->n_place && p->spec.kind == SK_POL_LAS; k++) {
         rc = las_add(e, p, p->place[k]);
@@ -1180,7 +1273,7 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
 
 static int64_t min_waiting_demand(const struct sk_policy *p) {
     for (int32_t b = 0; b < p->n_buckets; b++)
-        if (p->heap_len[b] > 0) return p->bucket_demand[b];
+        if (p->n_waiting[b] > 0) return p->bucket_demand[b];
     return INT64_MAX;
 }
 
@@ -1285,8 +1378,10 @@ void skn_free(struct sk_policy *p) {
     if (!p) return;
     free(p->thr); free(p->thr_lo); free(p->model); free(p->bucket); free(p->node_type);
     free(p->est); free(p->node_speed); 
-    free(p->queue); free(p->entered); free(p->fresh); free(p->bucket_demand); free(p->heap);
-    free(p->heap_off); free(p->heap_len); free(p->slots); free(p->slots_tmp); free(p->preempt);
+    free(p->queue); free(p->entered); free(p->fresh); free(p->bucket_demand); free(p->wq); free(p->wtmp);
+    free(p->woff); free(p->wcap); free(p->wend); free(p->wnew); free(p->runs); free(p->n_runs);
+    free(p->best_run);
+    free(p->cls_off); free(p->n_waiting); free(p->slots); free(p->slots_tmp); free(p->preempt);
     free(p->place); free(p->place_ptr); free(p->place_nodes); free(p->place_counts); free(p->free);
     free(p->taken); free(p->node_keys); free(p->ap_ids); free(p->ap_ptr); free(p->ap_ord);
     free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->place_rate); free(p->sum_nn); free(p->sum_mask);
@@ -1331,8 +1426,11 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
     int ok = NEW(p->thr, k) && NEW(p->thr_lo, k) && NEW(p->model, nj) && NEW(p->bucket, nj) &&
              NEW(p->node_type, nn) && NEW(p->est, nj) && NEW(p->node_speed, nn) && 
              NEW(p->queue, nj) && NEW(p->entered, nj) &&
-             NEW(p->fresh, nj) && NEW(p->bucket_demand, nb) && NEW(p->heap, nj) &&
-             NEW(p->heap_off, nb) && NEW(p->heap_len, nb) && NEW(p->slots, nj) &&
+             NEW(p->fresh, nj) && NEW(p->bucket_demand, nb) && NEW(p->wq, 2 * nj) &&
+             NEW(p->wtmp, nj) && NEW(p->woff, nb) && NEW(p->wcap, nb) && NEW(p->wend, nb) &&
+             NEW(p->wnew, nb) && NEW(p->runs, (int64_t)nb * MAX_RUNS) && NEW(p->n_runs, nb) &&
+             NEW(p->best_run, nb) &&
+             NEW(p->cls_off, nb) && NEW(p->n_waiting, nb) && NEW(p->slots, nj) &&
              NEW(p->slots_tmp, nj) && NEW(p->preempt, nj) && NEW(p->place, nj) &&
              NEW(p->place_ptr, nj + 1) && NEW(p->place_nodes, g) && NEW(p->place_counts, g) &&
              NEW(p->free, nn) && NEW(p->taken, nn) && NEW(p->node_keys, nn) && NEW(p->ap_ids, nj) &&
@@ -1403,11 +1501,15 @@ static void fill_inputs(sk_engine *e, struct sk_policy *p, const sk_native_input
     memcpy(p->fgd_w, in->fgd_weights, (size_t)p->n_types * p->fgd_width * sizeof(double));
     for (int64_t j = 0; j < nj; j++) {          /* heaps: one slice per request */
         p->bucket_demand[p->bucket[j]] = e->job[j].demand;
-        p->heap_len[p->bucket[j]]++;
+        p->n_waiting[p->bucket[j]]++;
     }
-    for (int32_t b = 1; b < p->n_buckets; b++) p->heap_off[b] = p->heap_off[b - 1] + p->heap_len[b - 1];
-    for (int32_t b = 0; b < p->n_buckets; b++) p->cls_cap[b] = p->heap_len[b];
-    for (int32_t b = 0; b < p->n_buckets; b++) p->heap_len[b] = 0;
+    for (int32_t b = 1; b < p->n_buckets; b++) p->cls_off[b] = p->cls_off[b - 1] + p->n_waiting[b - 1];
+    for (int32_t b = 0; b < p->n_buckets; b++) p->cls_cap[b] = p->n_waiting[b];
+    for (int32_t b = 0; b < p->n_buckets; b++) {     /* waiting regions: twice the jobs */
+        p->woff[b] = 2 * p->cls_off[b];
+        p->wcap[b] = 2 * p->cls_cap[b];
+    }
+    for (int32_t b = 0; b < p->n_buckets; b++) p->n_waiting[b] = 0;
     for (int32_t n = 0; n < e->n_nodes; n++)
         p->hist[(int64_t)p->node_type[n] * p->fgd_width + e->node_cap[n] - e->node_used[n]]++;
     p->batch.arrived = p->arrived;
