@@ -427,8 +427,10 @@ static void radix_sort(struct sk_policy *p, run_slot *a, int64_t n) {
 }
 
 /* Sort slots by slot_less: insertion sort from their last order (nearly sorted between
- * decisions); when that would move too much, radix sort (SRTF, LAS) or merge sort. */
+ * decisions); when that would move too much, radix sort (SRTF, LAS; RADIX_MIN slots or
+ * more: its passes cost O(2^11) each whatever n) or merge sort. */
 static void sort_slots(struct sk_policy *p, run_slot *a, int64_t n) {
+    enum { RADIX_MIN = 512 };
     int64_t budget = 4 * n + 64;
     for (int64_t i = 1; i < n; i++) {
         run_slot s = a[i];
@@ -438,7 +440,7 @@ static void sort_slots(struct sk_policy *p, run_slot *a, int64_t n) {
             k--;
             if (--budget < 0) {
                 a[k] = s;
-                if (p->spec.kind == SK_POL_TIRESIAS) merge_sort(a, n, p->slots_tmp);
+                if (p->spec.kind == SK_POL_TIRESIAS || n < RADIX_MIN) merge_sort(a, n, p->slots_tmp);
                 else radix_sort(p, a, n);
                 return;
             }
@@ -493,12 +495,15 @@ static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int3
     int64_t n = 0, cap = p->cls_cap[b], kept = 0, ended = 0;
     if (p->cls_done[b]) {
         for (int64_t i = 0; i < p->cls_sorted[b]; i++)
-            if (!finished(e, p, b, a[i].job)) a[n++] = a[i];
+            if (!finished(e, p, b, a[i].job) && n++ != i) a[n - 1] = a[i];
         p->cls_sorted[b] = n;
     }
     for (int64_t i = cap - 1; i >= cap - p->cls_leased[b]; i--) {   /* top down: writes stay above i */
         if (p->cls_done[b] && finished(e, p, b, a[i].job)) continue;
-        if (t < a[i].begin + p->spec.lease_s) a[cap - 1 - kept++] = a[i];
+        if (t < a[i].begin + p->spec.lease_s) {
+            if (cap - 1 - kept != i) a[cap - 1 - kept] = a[i];
+            kept++;
+        }
         else p->las_tmp[ended++] = a[i];
     }
     p->cls_leased[b] = kept;
@@ -830,32 +835,16 @@ static void plan_reset(struct sk_policy *p) {
     p->place_ptr[0] = 0;
 }
 
-/* Ask for the memory of job j that committing the plan reads (its record, and what its
- * slot or waiting key copies), so that the misses overlap with the selection.  A hint only. */
-static void prefetch_job(const sk_engine *e, const struct sk_policy *p, int64_t j) {
-#if defined(__GNUC__)
-    __builtin_prefetch(&e->job[j]);
-    __builtin_prefetch((const char *)&e->job[j] + 64);
-    __builtin_prefetch(&e->arrival[j]);
-    __builtin_prefetch(&p->bucket[j]);
-    __builtin_prefetch(&p->model[j]);
-#else
-    (void)e; (void)p; (void)j;
-#endif
-}
 
 /* Job j is placed: demand GPUs of type t. */
-static void plan_add_place(const sk_engine *e, struct sk_policy *p, int64_t j, int32_t t,
-                           int32_t demand) {
-    prefetch_job(e, p, j);
+static void plan_add_place(struct sk_policy *p, int64_t j, int32_t t, int32_t demand) {
     p->place_type[p->n_place] = t;
     p->place_demand[p->n_place] = demand;
     p->place[p->n_place++] = j;
 }
 
 /* Running job j is preempted. */
-static void plan_add_preempt(const sk_engine *e, struct sk_policy *p, int64_t j) {
-    prefetch_job(e, p, j);
+static void plan_add_preempt(struct sk_policy *p, int64_t j) {
     p->preempt[p->n_preempt++] = j;
 }
 
@@ -997,7 +986,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
             t = pick_type(e, p, j, p->bucket_mask[take_run ? p->bucket[j] : b], demand);
         if (t < 0) {
             if (blocking) break;
-            plan_add_preempt(e, p, j);           /* a running job that no longer fits */
+            plan_add_preempt(p, j);           /* a running job that no longer fits */
             r = run_pop(seg, n_seg, r, 1);
             continue;
         }
@@ -1008,18 +997,18 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
                 p->tfree[t] -= demand;
                 p->moved[p->n_moved++] = j;
                 p->moving[j] = 1;
-                plan_add_place(e, p, j, t, demand);
+                plan_add_place(p, j, t, demand);
             }
             r = run_pop(seg, n_seg, r, 0);
         } else {
             p->tfree[t] -= demand;
-            plan_add_place(e, p, wait_take(p, b), t, demand);
+            plan_add_place(p, wait_take(p, b), t, demand);
             b = best_bucket(p, blocking);
             bulk = bulk_ok(p);
         }
     }
     for (int32_t k = 0; k < n_seg; k++) {
-        for (int64_t i = seg[k].lo; i < seg[k].hi; i++) plan_add_preempt(e, p, seg[k].a[i].job);
+        for (int64_t i = seg[k].lo; i < seg[k].hi; i++) plan_add_preempt(p, seg[k].a[i].job);
         if (seg[k].cut > seg[k].lo) seg[k].cut = seg[k].lo;
     }
 }
@@ -1084,7 +1073,7 @@ static int lone_arrival(sk_engine *e, struct sk_policy *p) {
     if (b < 0) return 0;
     plan_reset(p);
     int64_t j = wait_take(p, b);
-    plan_add_place(e, p, j, pick_type(e, p, j, p->bucket_mask[b], p->bucket_demand[b]), p->bucket_demand[b]);
+    plan_add_place(p, j, pick_type(e, p, j, p->bucket_mask[b], p->bucket_demand[b]), p->bucket_demand[b]);
     return 1;
 }
 
