@@ -205,8 +205,8 @@ static void slot_fill(const sk_engine *e, const struct sk_policy *p, run_slot *s
     s->last = x->last_update;
     s->begin = x->last_update > x->resume_at ? x->last_update : x->resume_at;
     s->rate = x->rate;
-    s->work = e->work[j];
-    s->est = p->est[j];
+    s->work = p->spec.kind == SK_POL_SRTF ? e->work[j] : 0.0;   /* only SRTF's key reads them */
+    s->est = p->spec.kind == SK_POL_SRTF ? p->est[j] : 0.0;
     s->kq = p->spec.kind == SK_POL_TIRESIAS ? p->queue[j] : 0;
     s->kflag = 0;
     s->type = (int8_t)p->node_type[x->pl[0]];
