@@ -114,6 +114,8 @@ struct sk_policy {
     int32_t *place_demand;              /* and its GPUs */
     int64_t *moved, n_moved;            /* running jobs the plan moves to another type */
     int8_t *moving;                     /* per job: in moved[] */
+    int8_t *running;                    /* per job: runs (the engine's state, a byte per job:
+                                           passes over the slots read it from cache) */
     int64_t *seg_pos, *seg_node;        /* node <-> max-tree leaf, leaves grouped by type */
     int64_t type_lo[64], type_hi[64];   /* each type's leaves */
     double type_first[64];              /* first-fit key: the type's first node */
@@ -131,16 +133,23 @@ struct sk_policy {
 
 /* ---------------------------------------------------------------- keys */
 
-/* Waiting entries and running slots share one order: queue, flag, key, arrival, job id.
- * Written without branches (every comparison is made, & and | join them): heap and merge
- * steps compare keys whose order no branch predictor can guess. */
-#define ORDER_LESS(a, b)                                                                \
+/* Waiting entries and running slots share one order: queue, flag, key, arrival, job id. */
+#define ORDER_LESS(a, b)                                               \
+    ((a)->kq != (b)->kq ? (a)->kq < (b)->kq :                          \
+     (a)->kflag != (b)->kflag ? (a)->kflag < (b)->kflag :              \
+     (a)->ka != (b)->ka ? (a)->ka < (b)->ka :                          \
+     (a)->arrival != (b)->arrival ? (a)->arrival < (b)->arrival : (a)->job < (b)->job)
+
+/* The same order without branches (every comparison is made, & and | join them), for the
+ * waiting queues' merges and run heads, whose outcomes no branch predictor can guess
+ * (running slots, compared mostly in the order they already have, keep the branches). */
+#define ORDER_LESS_FLAT(a, b)                                                           \
     (((a)->kq < (b)->kq) | (((a)->kq == (b)->kq) &                                     \
      (((a)->kflag < (b)->kflag) | (((a)->kflag == (b)->kflag) &                         \
       (((a)->ka < (b)->ka) | (((a)->ka == (b)->ka) &                                    \
        (((a)->arrival < (b)->arrival) | (((a)->arrival == (b)->arrival) & ((a)->job < (b)->job)))))))))
 
-static int key_less(const wait_key *a, const wait_key *b) { return ORDER_LESS(a, b); }
+static int key_less(const wait_key *a, const wait_key *b) { return ORDER_LESS_FLAT(a, b); }
 
 /* SRTF's key: remaining time on the reference GPU x GPUs (queue.SRTF.order). */
 static double srtf_key(const sk_engine *e, const struct sk_policy *p, int64_t j, double rem) {
@@ -355,6 +364,7 @@ static int32_t best_bucket(const struct sk_policy *p, int any_size) {
 
 void skn_on_complete(sk_engine *e, int64_t j) {
     struct sk_policy *p = e->pol;
+    p->running[j] = 0;
     if (p->spec.kind != SK_POL_LAS) return;
     int32_t b = p->bucket[j];
     p->done_ids[p->cls_off[b] + p->cls_done[b]++] = j;   /* at most the class's jobs */
@@ -453,7 +463,7 @@ static void sort_slots(struct sk_policy *p, run_slot *a, int64_t n) {
 static void compact_running(const sk_engine *e, struct sk_policy *p) {
     int64_t m = 0;
     for (int64_t i = 0; i < p->n_slots; i++)
-        if (e->job[p->slots[i].job].state == SK_JOB_RUNNING) p->slots[m++] = p->slots[i];
+        if (p->running[p->slots[i].job]) p->slots[m++] = p->slots[i];
     p->n_slots = m;
 }
 
@@ -477,11 +487,11 @@ static int las_add(sk_engine *e, struct sk_policy *p, int64_t j) {
 }
 
 /* Did job j of class b, running at the last look, finish since?  Its id among the class's
- * completions when they are few (no lookup by job), else its state. */
+ * completions when they are few (no lookup by job), else its running flag. */
 static int finished(const sk_engine *e, const struct sk_policy *p, int32_t b, int64_t j) {
     enum { FEW = 8 };
     const int64_t *done = p->done_ids + p->cls_off[b];
-    if (p->cls_done[b] > FEW) return e->job[j].state != SK_JOB_RUNNING;
+    if (p->cls_done[b] > FEW) return !p->running[j];
     int hit = 0;
     for (int64_t k = 0; k < p->cls_done[b]; k++) hit |= done[k] == j;
     return hit;
@@ -629,7 +639,7 @@ static double tiresias_wakeup(const sk_engine *e, const struct sk_policy *p) {
     int any = 0;
     for (int64_t i = 0; i < p->n_slots; i++) {
         const run_slot *s = &p->slots[i];
-        if (s->kq >= p->spec.n_thresholds || e->job[s->job].state != SK_JOB_RUNNING) continue;
+        if (s->kq >= p->spec.n_thresholds || !p->running[s->job]) continue;
         double gpu_s, rem;
         slot_live(s, e->now, &gpu_s, &rem);
         double left = p->thr[s->kq] - gpu_s;
@@ -1237,7 +1247,9 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
     }
     for (int64_t k = 0; k < p->n_preempt; k++) {       /* they wait again, keyed as of now */
         wait_add(e, p, p->preempt[k]);
+        p->running[p->preempt[k]] = 0;
     }
+    for (int64_t k = 0; k < p->n_place; k++) p->running[p->place[k]] = 1;
     for (int64_t k = 0; k < p->n_place && p->spec.kind == SK_POL_LAS; k++) {
         rc = las_add(e, p, p->place[k]);
         if (rc < 0) return rc;
@@ -1378,7 +1390,7 @@ void skn_free(struct sk_policy *p) {
     free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
     free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->done_ids); free(p->las_tmp); free(p->segs); free(p->seg_cnt);
     free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->place_demand); free(p->seg_pos); free(p->seg_node);
-    free(p->moved); free(p->moving);
+    free(p->moved); free(p->moving); free(p->running);
     free(p);
 }
 
@@ -1434,7 +1446,7 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) &&
              NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb) && NEW(p->trate, nj * nt) &&
              NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->place_demand, nj) && NEW(p->seg_pos, nn) &&
-             NEW(p->seg_node, p->seg_size) && NEW(p->moved, nj) && NEW(p->moving, nj);
+             NEW(p->seg_node, p->seg_size) && NEW(p->moved, nj) && NEW(p->moving, nj) && NEW(p->running, nj);
     return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
 }
 
