@@ -6,8 +6,8 @@
  * and shortcuts as the Python policies in sim/policies/queue.py and tiresias.py and
  * the placer in sim/placement.py, held to them job by job by the tests.
  *
- * Work per decision: queued jobs wait in one binary heap per distinct GPU request and
- * allowed-type mask (buckets in increasing request order),
+ * Work per decision: queued jobs wait in one queue (a stack of sorted runs) per distinct
+ * GPU request and allowed-type mask (buckets in increasing request order),
  * keyed once when they start waiting (their keys do not change while they wait);
  * running jobs are re-keyed and re-sorted (adaptively: insertion sort from the last
  * order, merge sort when that is far off).  A decision walks the running jobs and the
