@@ -15,6 +15,33 @@ typedef struct {
     int64_t version;
 } sk_event;
 
+/* One job's state, in one record of two cache lines: an apply, an accrual or a completion
+ * reads and writes one job's state in one or two lines, not a line in each of a dozen
+ * per-job arrays (at 10^5 jobs, each of those was a cache miss). */
+typedef struct {
+    /* line 1: progress (accrual, ske_live) and the event loop */
+    double remaining;
+    double rate;
+    double resume_at;          /* progress starts here (restart delay) */
+    double last_update;
+    double gpu_seconds;
+    double run_seconds;
+    int64_t version;           /* completion events of older versions are stale */
+    int32_t state;
+    int32_t ngpu;
+    /* line 2: starts, queueing, placement */
+    double first_start;
+    double queued_since;
+    double restart_delay;
+    int64_t restarts;
+    int32_t *pl;               /* node, count pairs: pl_one, or an allocation for more pairs */
+    int32_t pl_len;            /* entries (pairs) */
+    int32_t pl_capacity;
+    int32_t demand;
+    int8_t moved;              /* apply: placement released, about to change */
+    int32_t pl_one[2];         /* a placement on one node */
+} sk_job;
+
 struct sk_engine {
     /* cluster */
     int32_t n_nodes;
@@ -27,32 +54,16 @@ struct sk_engine {
     int64_t n_jobs;
     double *arrival;
     double *work;
-    double *restart_delay;
-    int32_t *demand;
     int64_t *arrival_order;    /* job ids sorted by (arrival, id) */
     int64_t next_arrival;      /* index into arrival_order */
-    /* jobs (dynamic) */
-    int32_t *state;
-    int32_t *ngpu;
-    double *remaining;
-    double *rate;
-    double *resume_at;         /* progress starts here (restart delay) */
-    double *last_update;
-    double *queued_since;
-    double *first_start;
+    /* jobs: per-job state in one record each (sk_job) */
+    sk_job *job;
+    void *job_block;           /* job's allocation (job is aligned to a cache line in it) */
     double *finish;
-    double *gpu_seconds;
-    double *run_seconds;
-    int64_t *restarts;
-    int64_t *version;
     int64_t *stamp;            /* duplicate detection in apply */
-    int8_t *moved;             /* apply: placement released, about to change */
     int64_t *active;           /* ids of arrived, unfinished jobs, increasing */
     int64_t n_active;
     int64_t apply_count;
-    int32_t **pl;              /* per job: node, count pairs */
-    int32_t *pl_len;           /* entries (pairs) */
-    int32_t *pl_capacity;
     /* time and events */
     double now;
     double start_time;
@@ -82,6 +93,20 @@ void ske_live(const sk_engine *e, int64_t j, double t, double *gpu_s, double *ru
 
 /* Stable merge sort of n ids by key[id] (by the id if key is NULL); tmp holds n. */
 void ske_merge_sort_ids(int64_t *ids, int64_t n, int64_t *tmp, const double *key);
+
+/* A plan built by the native policy: running jobs to preempt, running jobs that move (their
+ * GPUs are released; they are among place[] too), and the jobs placed, with their
+ * (node, count) entries nodes/counts[place_ptr[k]:place_ptr[k + 1]] and rates[k]. */
+typedef struct {
+    int64_t n_preempt, n_moved, n_place;
+    const int64_t *preempt, *moved, *place, *place_ptr;
+    const int32_t *nodes, *counts;
+    const double *rates;
+} ske_plan;
+
+/* Apply a native plan as built, trusted (see sk_engine.c); the same results as
+ * sk_engine_apply of the plan in job-id order. */
+int ske_apply_plan(sk_engine *e, const ske_plan *plan);
 
 /* Hooks into the native policy (sk_native.c), called by the kernel when e->pol is set. */
 void skn_on_arrival(sk_engine *e, int64_t j);

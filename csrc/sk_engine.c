@@ -4,9 +4,13 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* sk_job is two cache lines (engine_internal.h); a compile error here if it is not. */
+typedef char sk_job_is_two_lines[sizeof(sk_job) == 128 ? 1 : -1];
 
 int ske_fail(sk_engine *e, int code, const char *fmt, ...) {
     va_list ap;
@@ -48,7 +52,7 @@ static void heap_drop_stale(sk_engine *e) {
     int64_t m = 0;
     for (int64_t i = 0; i < e->heap_len; i++) {
         const sk_event *ev = &e->heap[i];
-        if (ev->kind == SK_EV_COMPLETION && ev->version != e->version[ev->job]) continue;
+        if (ev->kind == SK_EV_COMPLETION && ev->version != e->job[ev->job].version) continue;
         e->heap[m++] = *ev;
     }
     e->heap_len = m;
@@ -119,17 +123,25 @@ static int sort_by_arrival(int64_t *ids, int64_t n, const double *key) {
 void sk_engine_free(sk_engine *e) {
     if (!e) return;
     skn_free(e->pol);
-    if (e->pl) {
-        for (int64_t j = 0; j < e->n_jobs; j++) free(e->pl[j]);
+    if (e->job) {
+        for (int64_t j = 0; j < e->n_jobs; j++)
+            if (e->job[j].pl != e->job[j].pl_one) free(e->job[j].pl);
     }
-    free(e->pl); free(e->pl_len); free(e->pl_capacity);
+    free(e->job_block);
     free(e->node_cap); free(e->node_used); free(e->scratch);
-    free(e->arrival); free(e->work); free(e->restart_delay); free(e->demand); free(e->arrival_order);
-    free(e->state); free(e->ngpu); free(e->remaining); free(e->rate);
-    free(e->resume_at); free(e->last_update); free(e->queued_since);
-    free(e->first_start); free(e->finish); free(e->gpu_seconds); free(e->run_seconds);
-    free(e->restarts); free(e->version); free(e->stamp); free(e->moved); free(e->active); free(e->heap);
+    free(e->arrival); free(e->work); free(e->arrival_order);
+    free(e->finish); free(e->stamp); free(e->active); free(e->heap);
     free(e);
+}
+
+/* n job records, zeroed, the first aligned to a cache line (sk_job is two lines). */
+static int alloc_jobs(sk_engine *e, size_t n) {
+    enum { LINE = 64 };
+    e->job_block = calloc(n * sizeof(sk_job) + LINE, 1);
+    if (!e->job_block) return SK_ENOMEM;
+    uintptr_t at = ((uintptr_t)e->job_block + LINE - 1) & ~(uintptr_t)(LINE - 1);
+    e->job = (sk_job *)at;
+    return SK_OK;
 }
 
 static double first_round_at_or_after(const sk_engine *e, double t, int64_t *k_out) {
@@ -167,34 +179,12 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
     e->scratch = calloc(nn, sizeof(int64_t));
     e->arrival = malloc(nj * sizeof(double));
     e->work = malloc(nj * sizeof(double));
-    e->restart_delay = malloc(nj * sizeof(double));
-    e->demand = malloc(nj * sizeof(int32_t));
     e->arrival_order = malloc(nj * sizeof(int64_t));
-    e->state = calloc(nj, sizeof(int32_t));
-    e->ngpu = calloc(nj, sizeof(int32_t));
-    e->remaining = malloc(nj * sizeof(double));
-    e->rate = calloc(nj, sizeof(double));
-    e->resume_at = calloc(nj, sizeof(double));
-    e->last_update = calloc(nj, sizeof(double));
-    e->queued_since = malloc(nj * sizeof(double));
-    e->first_start = malloc(nj * sizeof(double));
     e->finish = malloc(nj * sizeof(double));
-    e->gpu_seconds = calloc(nj, sizeof(double));
-    e->run_seconds = calloc(nj, sizeof(double));
-    e->restarts = calloc(nj, sizeof(int64_t));
-    e->version = calloc(nj, sizeof(int64_t));
     e->stamp = calloc(nj, sizeof(int64_t));
-    e->moved = calloc(nj, sizeof(int8_t));
     e->active = malloc(nj * sizeof(int64_t));
-    e->pl = calloc(nj, sizeof(int32_t *));
-    e->pl_len = calloc(nj, sizeof(int32_t));
-    e->pl_capacity = calloc(nj, sizeof(int32_t));
-    if (!e->node_cap || !e->node_used || !e->scratch || !e->arrival || !e->work ||
-        !e->restart_delay || !e->demand || !e->arrival_order || !e->state || !e->ngpu ||
-        !e->remaining || !e->rate || !e->resume_at || !e->last_update ||
-        !e->queued_since || !e->first_start || !e->finish || !e->gpu_seconds ||
-        !e->run_seconds || !e->restarts || !e->version || !e->stamp || !e->moved || !e->active || !e->pl ||
-        !e->pl_len || !e->pl_capacity)
+    if (alloc_jobs(e, nj) < 0 || !e->node_cap || !e->node_used || !e->scratch || !e->arrival ||
+        !e->work || !e->arrival_order || !e->finish || !e->stamp || !e->active)
         return ske_fail(e, SK_ENOMEM, "out of memory for %lld jobs", (long long)n_jobs);
     for (int32_t n = 0; n < n_nodes; n++) {
         if (node_gpus[n] < 0) return ske_fail(e, SK_EINVAL, "node %d has %d GPUs", n, node_gpus[n]);
@@ -212,12 +202,15 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
                         (long long)j, restart_delay[j]);
         e->arrival[j] = arrival[j];
         e->work[j] = work[j];
-        e->remaining[j] = work[j];
-        e->restart_delay[j] = restart_delay[j];
-        e->demand[j] = demand ? demand[j] : 1;
-        e->first_start[j] = NAN;
+        sk_job *x = &e->job[j];
+        x->remaining = work[j];
+        x->restart_delay = restart_delay[j];
+        x->demand = demand ? demand[j] : 1;
+        x->first_start = NAN;
+        x->queued_since = NAN;
+        x->pl = x->pl_one;
+        x->pl_capacity = 1;
         e->finish[j] = NAN;
-        e->queued_since[j] = NAN;
         e->arrival_order[j] = j;
         e->stamp[j] = -1;
     }
@@ -239,33 +232,36 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
  * that skip decisions cannot change a result by rounding). */
 void ske_live(const sk_engine *e, int64_t j, double t, double *gpu_s, double *run_s,
                  double *remaining) {
-    *gpu_s = e->gpu_seconds[j];
-    *run_s = e->run_seconds[j];
-    *remaining = e->remaining[j];
-    if (e->state[j] == SK_JOB_RUNNING) {
-        double dt = t - e->last_update[j];
-        *gpu_s += (double)e->ngpu[j] * dt;
-        *run_s += dt;
-        double begin = e->last_update[j] > e->resume_at[j] ? e->last_update[j] : e->resume_at[j];
-        if (t > begin) *remaining -= e->rate[j] * (t - begin);
+    const sk_job *x = &e->job[j];
+    double gs = x->gpu_seconds, rs = x->run_seconds, rem = x->remaining;
+    if (x->state == SK_JOB_RUNNING) {
+        double dt = t - x->last_update;
+        gs += (double)x->ngpu * dt;
+        rs += dt;
+        double begin = x->last_update > x->resume_at ? x->last_update : x->resume_at;
+        if (t > begin) rem -= x->rate * (t - begin);
     }
+    *gpu_s = gs;
+    *run_s = rs;
+    *remaining = rem;
 }
 
 /* Bring job j's totals up to time t (before its allocation changes or it completes). */
 static void accrue(sk_engine *e, int64_t j, double t) {
-    ske_live(e, j, t, &e->gpu_seconds[j], &e->run_seconds[j], &e->remaining[j]);
-    e->last_update[j] = t;
+    ske_live(e, j, t, &e->job[j].gpu_seconds, &e->job[j].run_seconds, &e->job[j].remaining);
+    e->job[j].last_update = t;
 }
 
 static void release(sk_engine *e, int64_t j) {
-    const int32_t *p = e->pl[j];
-    for (int32_t k = 0; k < e->pl_len[j]; k++) {
+    sk_job *x = &e->job[j];
+    const int32_t *p = x->pl;
+    for (int32_t k = 0; k < x->pl_len; k++) {
         e->node_used[p[2 * k]] -= p[2 * k + 1];
         if (e->pol) skn_on_node_change(e, p[2 * k], e->node_used[p[2 * k]] + p[2 * k + 1]);
         e->used_gpus -= p[2 * k + 1];
     }
-    e->pl_len[j] = 0;
-    e->ngpu[j] = 0;
+    x->pl_len = 0;
+    x->ngpu = 0;
 }
 
 static void advance(sk_engine *e, double t) {
@@ -300,16 +296,16 @@ static void active_remove(sk_engine *e, int64_t j) {
 }
 
 static int complete(sk_engine *e, int64_t j, sk_batch *b) {
-    if (e->state[j] != SK_JOB_RUNNING)
+    if (e->job[j].state != SK_JOB_RUNNING)
         return ske_fail(e, SK_ESTATE, "job %lld completes but is not running (state %d)",
-                    (long long)j, e->state[j]);
+                    (long long)j, e->job[j].state);
     accrue(e, j, e->now);
-    e->remaining[j] = 0.0;
+    e->job[j].remaining = 0.0;
     e->finish[j] = e->now;
-    e->state[j] = SK_JOB_DONE;
+    e->job[j].state = SK_JOB_DONE;
     release(e, j);
-    e->rate[j] = 0.0;
-    e->version[j]++;
+    e->job[j].rate = 0.0;
+    e->job[j].version++;
     e->n_running--;
     e->n_done++;
     active_remove(e, j);
@@ -319,9 +315,9 @@ static int complete(sk_engine *e, int64_t j, sk_batch *b) {
 }
 
 static void arrive(sk_engine *e, int64_t j, sk_batch *b) {
-    e->state[j] = SK_JOB_QUEUED;
-    e->last_update[j] = e->now;
-    e->queued_since[j] = e->now;
+    e->job[j].state = SK_JOB_QUEUED;
+    e->job[j].last_update = e->now;
+    e->job[j].queued_since = e->now;
     e->n_queued++;
     active_insert(e, j);
     b->arrived[b->n_arrived++] = j;
@@ -381,7 +377,7 @@ int sk_engine_step(sk_engine *e, sk_batch *b) {
         int rc = SK_OK;
         switch (ev.kind) {
         case SK_EV_COMPLETION:
-            if (ev.version != e->version[ev.job] || e->state[ev.job] != SK_JOB_RUNNING) break;
+            if (ev.version != e->job[ev.job].version || e->job[ev.job].state != SK_JOB_RUNNING) break;
             rc = complete(e, ev.job, b);
             b->reasons |= e->decide_on & SK_WHY_COMPLETION;
             break;
@@ -407,31 +403,32 @@ int sk_engine_step(sk_engine *e, sk_batch *b) {
 
 static int store_placement(sk_engine *e, int64_t j, const int32_t *nodes,
                            const int32_t *counts, int64_t len) {
-    if (len > e->pl_capacity[j]) {
-        int32_t *p = realloc(e->pl[j], (size_t)len * 2 * sizeof(int32_t));
+    sk_job *x = &e->job[j];
+    if (len > x->pl_capacity) {
+        int32_t *p = realloc(x->pl == x->pl_one ? NULL : x->pl, (size_t)len * 2 * sizeof(int32_t));
         if (!p) return ske_fail(e, SK_ENOMEM, "placement of job %lld: out of memory", (long long)j);
-        e->pl[j] = p;
-        e->pl_capacity[j] = (int32_t)len;
+        x->pl = p;
+        x->pl_capacity = (int32_t)len;
     }
     int32_t total = 0;
     for (int64_t k = 0; k < len; k++) {
-        e->pl[j][2 * k] = nodes[k];
-        e->pl[j][2 * k + 1] = counts[k];
+        x->pl[2 * k] = nodes[k];
+        x->pl[2 * k + 1] = counts[k];
         e->node_used[nodes[k]] += counts[k];
         if (e->pol) skn_on_node_change(e, nodes[k], e->node_used[nodes[k]] - counts[k]);
         total += counts[k];
     }
-    e->pl_len[j] = (int32_t)len;
-    e->ngpu[j] = total;
+    x->pl_len = (int32_t)len;
+    x->ngpu = total;
     e->used_gpus += total;
     return SK_OK;
 }
 
 static int same_placement(const sk_engine *e, int64_t j, const int32_t *nodes,
                           const int32_t *counts, int64_t len) {
-    if (e->pl_len[j] != len) return 0;
+    if (e->job[j].pl_len != len) return 0;
     for (int64_t k = 0; k < len; k++)
-        if (e->pl[j][2 * k] != nodes[k] || e->pl[j][2 * k + 1] != counts[k]) return 0;
+        if (e->job[j].pl[2 * k] != nodes[k] || e->job[j].pl[2 * k + 1] != counts[k]) return 0;
     return 1;
 }
 
@@ -445,10 +442,10 @@ static int validate_apply(sk_engine *e, int64_t n, const int64_t *ids, const int
         if (e->stamp[j] == e->apply_count)
             return ske_fail(e, SK_EINVAL, "job %lld listed twice", (long long)j);
         e->stamp[j] = e->apply_count;
-        if (e->state[j] == SK_JOB_FUTURE)
+        if (e->job[j].state == SK_JOB_FUTURE)
             return ske_fail(e, SK_ESTATE, "job %lld allocated at t=%.17g before its arrival %.17g",
                         (long long)j, e->now, e->arrival[j]);
-        if (e->state[j] == SK_JOB_DONE)
+        if (e->job[j].state == SK_JOB_DONE)
             return ske_fail(e, SK_ESTATE, "job %lld allocated after it finished", (long long)j);
         if (indptr[i + 1] < indptr[i])
             return ske_fail(e, SK_EINVAL, "indptr decreases at job %lld", (long long)j);
@@ -469,7 +466,7 @@ static int validate_apply(sk_engine *e, int64_t n, const int64_t *ids, const int
     int64_t *delta = e->scratch;
     for (int64_t i = 0; i < n; i++) {
         int64_t j = ids[i];
-        for (int32_t k = 0; k < e->pl_len[j]; k++) delta[e->pl[j][2 * k]] -= e->pl[j][2 * k + 1];
+        for (int32_t k = 0; k < e->job[j].pl_len; k++) delta[e->job[j].pl[2 * k]] -= e->job[j].pl[2 * k + 1];
         for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) delta[nodes[k]] += counts[k];
     }
     int rc = SK_OK;
@@ -487,18 +484,19 @@ static int validate_apply(sk_engine *e, int64_t n, const int64_t *ids, const int
     }
     for (int64_t i = 0; i < n; i++) {
         int64_t j = ids[i];
-        for (int32_t k = 0; k < e->pl_len[j]; k++) delta[e->pl[j][2 * k]] = 0;
+        for (int32_t k = 0; k < e->job[j].pl_len; k++) delta[e->job[j].pl[2 * k]] = 0;
         for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) delta[nodes[k]] = 0;
     }
     return rc;
 }
 
 static int push_completion(sk_engine *e, int64_t j, double rate) {
-    e->rate[j] = rate;
-    e->version[j]++;
-    double begin = e->resume_at[j] > e->now ? e->resume_at[j] : e->now;
-    double rem = e->remaining[j] > 0.0 ? e->remaining[j] : 0.0;
-    return heap_push(e, begin + rem / rate, SK_EV_COMPLETION, j, e->version[j]);
+    sk_job *x = &e->job[j];
+    x->rate = rate;
+    x->version++;
+    double begin = x->resume_at > e->now ? x->resume_at : e->now;
+    double rem = x->remaining > 0.0 ? x->remaining : 0.0;
+    return heap_push(e, begin + rem / rate, SK_EV_COMPLETION, j, x->version);
 }
 
 /* Phase 1 of apply: release the GPUs of running jobs whose placement changes. */
@@ -507,48 +505,87 @@ static void release_changed(sk_engine *e, int64_t n, const int64_t *ids, const i
     for (int64_t i = 0; i < n; i++) {
         int64_t j = ids[i];
         int64_t len = indptr[i + 1] - indptr[i];
-        if (e->state[j] != SK_JOB_RUNNING) continue;
+        if (e->job[j].state != SK_JOB_RUNNING) continue;
         if (len > 0 && same_placement(e, j, nodes + indptr[i], counts + indptr[i], len)) continue;
         accrue(e, j, e->now);
         release(e, j);
-        e->moved[j] = 1;
+        e->job[j].moved = 1;
     }
+}
+
+/* Running job j, whose GPUs were released (moved), waits again. */
+static void wait_again(sk_engine *e, int64_t j) {
+    sk_job *x = &e->job[j];
+    x->state = SK_JOB_QUEUED;
+    x->queued_since = e->now;
+    e->n_running--;
+    e->n_queued++;
+    x->rate = 0.0;
+    x->version++;
+}
+
+/* Job j, queued or released (moved), starts on its new placement (len > 0) at rate. */
+static int start_on(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t *counts,
+                    int64_t len, double rate) {
+    sk_job *x = &e->job[j];
+    accrue(e, j, e->now);
+    if (x->state == SK_JOB_QUEUED) {
+        x->state = SK_JOB_RUNNING;
+        e->n_queued--;
+        e->n_running++;
+    }
+    if (isnan(x->first_start)) {
+        x->first_start = e->now;
+        x->resume_at = e->now;
+    } else {
+        x->restarts++;
+        x->resume_at = e->now + x->restart_delay;
+    }
+    int rc = store_placement(e, j, nodes, counts, len);
+    if (rc < 0) return rc;
+    return push_completion(e, j, rate);
 }
 
 /* Phase 2 of apply: give job j its new placement (len may be 0: preempt). */
 static int take_new(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t *counts,
                     int64_t len, double rate) {
-    int moved = e->moved[j];
-    e->moved[j] = 0;
+    int moved = e->job[j].moved;
+    e->job[j].moved = 0;
     accrue(e, j, e->now);
     if (len == 0) {
         if (moved) {
-            e->state[j] = SK_JOB_QUEUED;
-            e->queued_since[j] = e->now;
-            e->n_running--;
-            e->n_queued++;
+            wait_again(e, j);
+            return SK_OK;
         }
-        e->rate[j] = 0.0;
-        e->version[j]++;
+        e->job[j].rate = 0.0;
+        e->job[j].version++;
         return SK_OK;
     }
-    if (e->state[j] == SK_JOB_RUNNING && !moved)   /* same placement, new rate */
+    if (e->job[j].state == SK_JOB_RUNNING && !moved)   /* same placement, new rate */
         return push_completion(e, j, rate);
-    if (e->state[j] == SK_JOB_QUEUED) {
-        e->state[j] = SK_JOB_RUNNING;
-        e->n_queued--;
-        e->n_running++;
+    return start_on(e, j, nodes, counts, len, rate);
+}
+
+/* A plan built by the native policy (sk_native.c), applied as built: no validation (its
+ * preempted and moved jobs run, its placed ones wait or move, the placements fit: the
+ * policy built them from the kernel's own state) and no sort by job id (each job's changes
+ * are its own; only the order of equal-time completion events could differ, and those are
+ * processed together before the next decision, in an order nothing depends on).  Results
+ * are those of sk_engine_apply on the same plan (tests: the policy's check_plans). */
+int ske_apply_plan(sk_engine *e, const ske_plan *plan) {
+    for (int64_t k = 0; k < plan->n_preempt + plan->n_moved; k++) {   /* phase 1: release */
+        int64_t j = k < plan->n_preempt ? plan->preempt[k] : plan->moved[k - plan->n_preempt];
+        accrue(e, j, e->now);
+        release(e, j);
     }
-    if (isnan(e->first_start[j])) {
-        e->first_start[j] = e->now;
-        e->resume_at[j] = e->now;
-    } else {
-        e->restarts[j]++;
-        e->resume_at[j] = e->now + e->restart_delay[j];
+    for (int64_t k = 0; k < plan->n_preempt; k++) wait_again(e, plan->preempt[k]);
+    for (int64_t k = 0; k < plan->n_place; k++) {
+        int64_t lo = plan->place_ptr[k];
+        int rc = start_on(e, plan->place[k], plan->nodes + lo, plan->counts + lo,
+                          plan->place_ptr[k + 1] - lo, plan->rates[k]);
+        if (rc < 0) return rc;
     }
-    int rc = store_placement(e, j, nodes, counts, len);
-    if (rc < 0) return rc;
-    return push_completion(e, j, rate);
+    return SK_OK;
 }
 
 int sk_engine_apply(sk_engine *e, int64_t n, const int64_t *job_ids,
@@ -588,11 +625,11 @@ static int query(sk_engine *e, int64_t n, const int64_t *ids,
         if (j < 0 || j >= e->n_jobs) return ske_fail(e, SK_EINVAL, "query: job id %lld", (long long)j);
         double gpu_s, run_s, rem;
         ske_live(e, j, e->now, &gpu_s, &run_s, &rem);
-        if (ngpu) ngpu[i] = e->ngpu[j];
+        if (ngpu) ngpu[i] = e->job[j].ngpu;
         if (remaining) remaining[i] = rem > 0.0 ? rem : 0.0;
         if (attained_gpu_s) attained_gpu_s[i] = gpu_s;
         if (run_seconds) run_seconds[i] = run_s;
-        if (queued_since) queued_since[i] = e->state[j] == SK_JOB_QUEUED ? e->queued_since[j] : NAN;
+        if (queued_since) queued_since[i] = e->job[j].state == SK_JOB_QUEUED ? e->job[j].queued_since : NAN;
     }
     return SK_OK;
 }
@@ -608,14 +645,14 @@ int sk_engine_snapshot(sk_engine *e, int32_t queued_only, int64_t job_cap, int64
     if (!e || !n_active || !n_entries) return SK_EINVAL;
     int64_t k = queued_only ? e->n_queued : e->n_active, entries = 0;
     if (!queued_only)
-        for (int64_t i = 0; i < k; i++) entries += e->pl_len[e->active[i]];
+        for (int64_t i = 0; i < k; i++) entries += e->job[e->active[i]].pl_len;
     *n_active = k;
     *n_entries = entries;
     if (k > job_cap || entries > entry_cap) return SK_EINVAL;
     if (queued_only) {
         int64_t m = 0;
         for (int64_t i = 0; i < e->n_active; i++)
-            if (e->state[e->active[i]] == SK_JOB_QUEUED) ids[m++] = e->active[i];
+            if (e->job[e->active[i]].state == SK_JOB_QUEUED) ids[m++] = e->active[i];
         if (m != k) return ske_fail(e, SK_ESTATE, "queued count %lld but %lld queued jobs found",
                                 (long long)k, (long long)m);
     } else {
@@ -635,11 +672,11 @@ static int placements(const sk_engine *e, int64_t n, const int64_t *ids,
         int64_t j = ids[i];
         if (j < 0 || j >= e->n_jobs) return SK_EINVAL;
         int64_t o = indptr[i];
-        for (int32_t k = 0; k < e->pl_len[j]; k++) {
-            nodes[o + k] = e->pl[j][2 * k];
-            counts[o + k] = e->pl[j][2 * k + 1];
+        for (int32_t k = 0; k < e->job[j].pl_len; k++) {
+            nodes[o + k] = e->job[j].pl[2 * k];
+            counts[o + k] = e->job[j].pl[2 * k + 1];
         }
-        indptr[i + 1] = o + e->pl_len[j];
+        indptr[i + 1] = o + e->job[j].pl_len;
     }
     return SK_OK;
 }
@@ -651,7 +688,7 @@ int64_t sk_engine_min_queued_demand(const sk_engine *e) {
     int64_t best = INT64_MAX;
     for (int64_t i = 0; i < e->n_active; i++) {
         int64_t j = e->active[i];
-        if (e->state[j] == SK_JOB_QUEUED && e->demand[j] < best) best = e->demand[j];
+        if (e->job[j].state == SK_JOB_QUEUED && e->job[j].demand < best) best = e->job[j].demand;
     }
     return best;
 }
@@ -680,13 +717,13 @@ int sk_engine_results(sk_engine *e, sk_results *out) {
     if (!e || !out) return SK_EINVAL;
     double total = 0.0;
     for (int64_t j = 0; j < e->n_jobs; j++) {
-        out->first_start[j] = e->first_start[j];
+        out->first_start[j] = e->job[j].first_start;
         out->finish[j] = e->finish[j];
-        out->gpu_seconds[j] = e->gpu_seconds[j];
-        out->run_seconds[j] = e->run_seconds[j];
-        out->restarts[j] = e->restarts[j];
-        out->state[j] = e->state[j];
-        total += e->gpu_seconds[j];
+        out->gpu_seconds[j] = e->job[j].gpu_seconds;
+        out->run_seconds[j] = e->job[j].run_seconds;
+        out->restarts[j] = e->job[j].restarts;
+        out->state[j] = e->job[j].state;
+        total += e->job[j].gpu_seconds;
     }
     if (e->n_done != e->n_jobs) return SK_OK;
     if (e->used_gpus != 0)

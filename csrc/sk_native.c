@@ -37,6 +37,10 @@ typedef struct {
  * heap operations read contiguous memory. */
 typedef struct { double ka, arrival; int64_t job; int32_t kq; int8_t kflag; } wait_key;
 
+/* A sorted run of waiting entries, [lo, hi) in its bucket's region. */
+typedef struct { int64_t lo, hi; } wait_run;
+enum { MAX_RUNS = 64 };
+
 typedef struct {            /* rate cache entry */
     int32_t model, ngpu, n_nodes, used;
     int64_t mask;
@@ -50,19 +54,19 @@ struct sk_policy {
     int32_t *model, *bucket, *node_type;
     double *est, *node_speed;
     int32_t n_types, n_buckets;
-    /* keys: (kq, kflag, ka, arrival, id), smallest first */
-    int32_t *kq;
-    int8_t *kflag;
-    double *ka;
     /* Tiresias memory */
     int32_t *queue;
     double *entered;
     int8_t *fresh;
     crossing *dem;
-    /* queued jobs: one heap per distinct request */
+    /* queued jobs: one queue of sorted runs per bucket (distinct request and allowed types) */
     int32_t *bucket_demand;
-    wait_key *heap;
-    int64_t *heap_off, *heap_len;
+    wait_key *wq, *wtmp;                /* the buckets' regions; merge scratch */
+    int64_t *woff, *wcap, *wend, *wnew; /* region, its used top, unsorted entries below the top */
+    wait_run *runs;                     /* MAX_RUNS per bucket, oldest first */
+    int32_t *n_runs, *best_run;
+    int64_t *n_waiting;
+    int64_t *cls_off;                   /* each bucket's slice of per-class arrays (its jobs) */
     /* running jobs, in the last decision's order (SRTF, Tiresias) */
     run_slot *slots, *slots_tmp;
     int64_t n_slots;
@@ -70,6 +74,7 @@ struct sk_policy {
      * those past their lease sorted at its front, leased ones (ahead of every waiting job,
      * in any order) at its back */
     int64_t *cls_cap, *cls_sorted, *cls_leased, *cls_done;   /* cls_done: completions since the last look */
+    int64_t *done_ids;                  /* those completions, class b's at cls_off[b] */
     run_slot *las_tmp;                  /* leases that ended at this decision */
     run_seg *segs;                      /* contested running jobs, one sorted run per class */
     int64_t *seg_cnt;                   /* 2 x classes: keep_in_bulk's counts */
@@ -89,6 +94,7 @@ struct sk_policy {
     int64_t *ap_ids, *ap_ptr, *ap_ord;
     int32_t *ap_nodes, *ap_counts;
     double *ap_rates;
+    double *place_rate;                 /* rate of each place[] entry */
     /* placement summaries of place[] */
     int32_t *sum_nn;
     int64_t *sum_mask, *sum_slot;
@@ -105,8 +111,11 @@ struct sk_policy {
     double *trate;                      /* [n_jobs][n_types] */
     int64_t *bucket_mask;               /* allowed types of each bucket's jobs */
     int32_t *place_type;                /* the type each place[] entry takes */
+    int32_t *place_demand;              /* and its GPUs */
     int64_t *moved, n_moved;            /* running jobs the plan moves to another type */
     int8_t *moving;                     /* per job: in moved[] */
+    int8_t *running;                    /* per job: runs (the engine's state, a byte per job:
+                                           passes over the slots read it from cache) */
     int64_t *seg_pos, *seg_node;        /* node <-> max-tree leaf, leaves grouped by type */
     int64_t type_lo[64], type_hi[64];   /* each type's leaves */
     double type_first[64];              /* first-fit key: the type's first node */
@@ -131,27 +140,36 @@ struct sk_policy {
      (a)->ka != (b)->ka ? (a)->ka < (b)->ka :                          \
      (a)->arrival != (b)->arrival ? (a)->arrival < (b)->arrival : (a)->job < (b)->job)
 
-static int key_less(const wait_key *a, const wait_key *b) { return ORDER_LESS(a, b); }
+/* The same order without branches (every comparison is made, & and | join them), for the
+ * waiting queues' merges and run heads, whose outcomes no branch predictor can guess
+ * (running slots, compared mostly in the order they already have, keep the branches). */
+#define ORDER_LESS_FLAT(a, b)                                                           \
+    (((a)->kq < (b)->kq) | (((a)->kq == (b)->kq) &                                     \
+     (((a)->kflag < (b)->kflag) | (((a)->kflag == (b)->kflag) &                         \
+      (((a)->ka < (b)->ka) | (((a)->ka == (b)->ka) &                                    \
+       (((a)->arrival < (b)->arrival) | (((a)->arrival == (b)->arrival) & ((a)->job < (b)->job)))))))))
+
+static int key_less(const wait_key *a, const wait_key *b) { return ORDER_LESS_FLAT(a, b); }
 
 /* SRTF's key: remaining time on the reference GPU x GPUs (queue.SRTF.order). */
 static double srtf_key(const sk_engine *e, const struct sk_policy *p, int64_t j, double rem) {
-    return rem / e->work[j] * p->est[j] * (double)e->demand[j];
+    return rem / e->work[j] * p->est[j] * (double)e->job[j].demand;
 }
 
 /* Key of job j, which starts waiting now (queued keys do not change while they wait). */
-static void key_waiting(const sk_engine *e, struct sk_policy *p, int64_t j) {
-    p->kq[j] = 0;
-    p->kflag[j] = 0;
+static wait_key key_waiting(const sk_engine *e, const struct sk_policy *p, int64_t j) {
+    wait_key w = {0.0, e->arrival[j], j, 0, 0};
     switch (p->spec.kind) {
-    case SK_POL_FIFO: p->ka[j] = e->arrival[j]; break;
-    case SK_POL_SJF: p->ka[j] = p->est[j] * (double)e->demand[j]; break;
-    case SK_POL_SRTF: p->ka[j] = srtf_key(e, p, j, e->remaining[j] > 0.0 ? e->remaining[j] : 0.0); break;
-    case SK_POL_LAS: p->ka[j] = e->gpu_seconds[j]; break;
+    case SK_POL_FIFO: w.ka = e->arrival[j]; break;
+    case SK_POL_SJF: w.ka = p->est[j] * (double)e->job[j].demand; break;
+    case SK_POL_SRTF: w.ka = srtf_key(e, p, j, e->job[j].remaining > 0.0 ? e->job[j].remaining : 0.0); break;
+    case SK_POL_LAS: w.ka = e->job[j].gpu_seconds; break;
     default:                                   /* Tiresias: queue, pending, queue entry */
-        p->kq[j] = p->queue[j];
-        p->kflag[j] = 1;
-        p->ka[j] = p->entered[j];
+        w.kq = p->queue[j];
+        w.kflag = 1;
+        w.ka = p->entered[j];
     }
+    return w;
 }
 
 /* ske_live for a slot: GPU-seconds and remaining work at time t. */
@@ -188,53 +206,143 @@ static int slot_before(const run_slot *s, const wait_key *w) {
 static void slot_fill(const sk_engine *e, const struct sk_policy *p, run_slot *s, int64_t j) {
     s->job = j;
     s->arrival = e->arrival[j];
-    s->demand = e->demand[j];
-    s->ngpu = e->ngpu[j];
-    s->gs = e->gpu_seconds[j];
-    s->rem = e->remaining[j];
-    s->last = e->last_update[j];
-    s->begin = e->last_update[j] > e->resume_at[j] ? e->last_update[j] : e->resume_at[j];
-    s->rate = e->rate[j];
-    s->work = e->work[j];
-    s->est = p->est[j];
+    const sk_job *x = &e->job[j];
+    s->demand = x->demand;
+    s->ngpu = x->ngpu;
+    s->gs = x->gpu_seconds;
+    s->rem = x->remaining;
+    s->last = x->last_update;
+    s->begin = x->last_update > x->resume_at ? x->last_update : x->resume_at;
+    s->rate = x->rate;
+    s->work = p->spec.kind == SK_POL_SRTF ? e->work[j] : 0.0;   /* only SRTF's key reads them */
+    s->est = p->spec.kind == SK_POL_SRTF ? p->est[j] : 0.0;
     s->kq = p->spec.kind == SK_POL_TIRESIAS ? p->queue[j] : 0;
     s->kflag = 0;
-    s->type = (int8_t)p->node_type[e->pl[j][0]];
+    s->type = (int8_t)p->node_type[x->pl[0]];
     s->ka = p->spec.kind == SK_POL_TIRESIAS ? p->entered[j] : 0.0;
 }
 
-/* ---------------------------------------------------------------- waiting heaps */
+/* ---------------------------------------------------------------- waiting queues */
 
-static void heap_add(const sk_engine *e, struct sk_policy *p, int64_t j) {
+/* Each bucket's waiting jobs are a stack of sorted runs in its region wq[woff[b], +wcap[b])
+ * (oldest, largest first) and, above them, the entries added since the last decision,
+ * unsorted.  A decision first settles them (wait_settle: they become a run, and the top
+ * runs merge while the newer is at least half the older, so there are O(log) runs); the
+ * head is the smallest run head.  Where a binary heap walks log n levels of dependent
+ * loads per pop, a pop here advances one run and compares the few run heads, and every
+ * entry is moved O(log n) times in sequential merges.  LAS adds each class's preempted
+ * jobs as one already sorted run (its preempted tail, keyed as when it was cut).  The
+ * region holds twice the bucket's jobs: run heads consumed leave gaps, squeezed out
+ * (wait_compact) when the region is full. */
+
+static wait_key *wait_region(const struct sk_policy *p, int32_t b) { return p->wq + p->woff[b]; }
+static wait_run *wait_runs(const struct sk_policy *p, int32_t b) { return p->runs + (int64_t)b * MAX_RUNS; }
+
+/* Merge the sorted na entries of x and nb of y into out. */
+static void merge_keys(const wait_key *x, int64_t na, const wait_key *y, int64_t nb, wait_key *out) {
+    int64_t i = 0, k = 0, o = 0;
+    while (i < na && k < nb) out[o++] = key_less(&y[k], &x[i]) ? y[k++] : x[i++];
+    memcpy(out + o, x + i, (size_t)(na - i) * sizeof *out);
+    memcpy(out + o + na - i, y + k, (size_t)(nb - k) * sizeof *out);
+}
+
+/* Sort n entries (bottom-up merge sort; tmp holds n); one pass if they are sorted. */
+static void sort_keys(wait_key *a, int64_t n, wait_key *tmp) {
+    int sorted = 1;
+    for (int64_t i = 1; i < n && sorted; i++) sorted = !key_less(&a[i], &a[i - 1]);
+    if (sorted) return;
+    wait_key *src = a, *dst = tmp;
+    for (int64_t width = 1; width < n; width *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            merge_keys(src + lo, mid - lo, src + mid, hi - mid, dst + lo);
+        }
+        wait_key *t = src; src = dst; dst = t;
+    }
+    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+}
+
+/* Bucket b's run with the smallest head. */
+static void wait_best(struct sk_policy *p, int32_t b) {
+    const wait_key *q = wait_region(p, b);
+    const wait_run *r = wait_runs(p, b);
+    int32_t best = 0;
+    for (int32_t k = 1; k < p->n_runs[b]; k++)
+        if (key_less(&q[r[k].lo], &q[r[best].lo])) best = k;
+    p->best_run[b] = best;
+}
+
+/* Squeeze the gaps out of bucket b's region (runs and unsorted entries keep their order). */
+static void wait_compact(struct sk_policy *p, int32_t b) {
+    wait_key *q = wait_region(p, b);
+    wait_run *r = wait_runs(p, b);
+    int64_t o = 0;
+    for (int32_t k = 0; k < p->n_runs[b]; k++) {
+        int64_t len = r[k].hi - r[k].lo;
+        memmove(q + o, q + r[k].lo, (size_t)len * sizeof *q);
+        r[k] = (wait_run){o, o + len};
+        o += len;
+    }
+    memmove(q + o, q + p->wend[b] - p->wnew[b], (size_t)p->wnew[b] * sizeof *q);
+    p->wend[b] = o + p->wnew[b];
+}
+
+/* Job j starts waiting, keyed as of now (settled at the next decision). */
+static void wait_add(const sk_engine *e, struct sk_policy *p, int64_t j) {
     int32_t b = p->bucket[j];
-    wait_key *h = p->heap + p->heap_off[b], w = {p->ka[j], e->arrival[j], j, p->kq[j], p->kflag[j]};
-    int64_t i = p->heap_len[b]++;
-    while (i > 0) {
-        int64_t up = (i - 1) / 2;
-        if (!key_less(&w, &h[up])) break;
-        h[i] = h[up];
-        i = up;
-    }
-    h[i] = w;
+    if (p->wend[b] == p->wcap[b]) wait_compact(p, b);
+    wait_region(p, b)[p->wend[b]++] = key_waiting(e, p, j);
+    p->wnew[b]++;
+    p->n_waiting[b]++;
 }
 
-static int64_t heap_take(const sk_engine *e, struct sk_policy *p, int32_t b) {
-    wait_key *h = p->heap + p->heap_off[b], last = h[--p->heap_len[b]];
-    int64_t top = h[0].job, n = p->heap_len[b], i = 0;
-    for (;;) {
-        int64_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && key_less(&h[c + 1], &h[c])) c++;
-        if (!key_less(&h[c], &last)) break;
-        h[i] = h[c];
-        i = c;
+/* Bucket b's new entries become a run; the top runs merge while the newer one is at least
+ * half the older (or there are too many). */
+static void wait_settle(struct sk_policy *p, int32_t b) {
+    if (p->wnew[b] == 0) return;
+    wait_key *q = wait_region(p, b);
+    wait_run *r = wait_runs(p, b);
+    int64_t lo = p->wend[b] - p->wnew[b];
+    sort_keys(q + lo, p->wnew[b], p->wtmp);
+    r[p->n_runs[b]++] = (wait_run){lo, p->wend[b]};
+    p->wnew[b] = 0;
+    while (p->n_runs[b] >= 2) {
+        wait_run *top = &r[p->n_runs[b] - 1], *below = top - 1;
+        int64_t nt = top->hi - top->lo, nb = below->hi - below->lo;
+        if (2 * nt < nb && p->n_runs[b] < MAX_RUNS) break;
+        merge_keys(q + below->lo, nb, q + top->lo, nt, p->wtmp);
+        memcpy(q + below->lo, p->wtmp, (size_t)(nb + nt) * sizeof *q);
+        below->hi = below->lo + nb + nt;
+        p->wend[b] = below->hi;
+        p->n_runs[b]--;
     }
-    if (n > 0) h[i] = last;
-    return top;
+    wait_best(p, b);
 }
 
-/* The head of waiting heap b. */
-static const wait_key *heap_head(const struct sk_policy *p, int32_t b) { return &p->heap[p->heap_off[b]]; }
+/* Before a decision reads the queues. */
+static void wait_settle_all(struct sk_policy *p) {
+    for (int32_t b = 0; b < p->n_buckets; b++) wait_settle(p, b);
+}
+
+/* The head of bucket b's queue (settled, not empty). */
+static const wait_key *wait_head(const struct sk_policy *p, int32_t b) {
+    return &wait_region(p, b)[wait_runs(p, b)[p->best_run[b]].lo];
+}
+
+/* Take the head of bucket b's queue (settled, not empty). */
+static int64_t wait_take(struct sk_policy *p, int32_t b) {
+    wait_run *r = wait_runs(p, b);
+    int32_t k = p->best_run[b];
+    int64_t j = wait_region(p, b)[r[k].lo++].job;
+    p->n_waiting[b]--;
+    if (r[k].lo == r[k].hi) {                   /* used up: its space is a gap (the top's is free) */
+        memmove(r + k, r + k + 1, (size_t)(p->n_runs[b] - k - 1) * sizeof *r);
+        p->n_runs[b]--;
+        if (k == p->n_runs[b]) p->wend[b] = k > 0 ? r[k - 1].hi : 0;
+    }
+    if (p->n_runs[b] > 0) wait_best(p, b);
+    return j;
+}
 
 /* Does bucket b's request fit the budget of one of its allowed types? */
 static int bucket_fits(const struct sk_policy *p, int32_t b) {
@@ -248,14 +356,18 @@ static int bucket_fits(const struct sk_policy *p, int32_t b) {
 static int32_t best_bucket(const struct sk_policy *p, int any_size) {
     int32_t best = -1;
     for (int32_t b = 0; b < p->n_buckets; b++) {
-        if (p->heap_len[b] == 0 || (!any_size && !bucket_fits(p, b))) continue;
-        if (best < 0 || key_less(heap_head(p, b), heap_head(p, best))) best = b;
+        if (p->n_waiting[b] == 0 || (!any_size && !bucket_fits(p, b))) continue;
+        if (best < 0 || key_less(wait_head(p, b), wait_head(p, best))) best = b;
     }
     return best;
 }
 
 void skn_on_complete(sk_engine *e, int64_t j) {
-    e->pol->cls_done[e->pol->bucket[j]]++;
+    struct sk_policy *p = e->pol;
+    p->running[j] = 0;
+    if (p->spec.kind != SK_POL_LAS) return;
+    int32_t b = p->bucket[j];
+    p->done_ids[p->cls_off[b] + p->cls_done[b]++] = j;   /* at most the class's jobs */
 }
 
 void skn_on_arrival(sk_engine *e, int64_t j) {
@@ -265,8 +377,7 @@ void skn_on_arrival(sk_engine *e, int64_t j) {
         p->entered[j] = e->arrival[j];
         p->fresh[j] = 0;
     }
-    key_waiting(e, p, j);
-    heap_add(e, p, j);
+    wait_add(e, p, j);
 }
 
 /* ---------------------------------------------------------------- running jobs */
@@ -326,8 +437,10 @@ static void radix_sort(struct sk_policy *p, run_slot *a, int64_t n) {
 }
 
 /* Sort slots by slot_less: insertion sort from their last order (nearly sorted between
- * decisions); when that would move too much, radix sort (SRTF, LAS) or merge sort. */
+ * decisions); when that would move too much, radix sort (SRTF, LAS; RADIX_MIN slots or
+ * more: its passes cost O(2^11) each whatever n) or merge sort. */
 static void sort_slots(struct sk_policy *p, run_slot *a, int64_t n) {
+    enum { RADIX_MIN = 512 };
     int64_t budget = 4 * n + 64;
     for (int64_t i = 1; i < n; i++) {
         run_slot s = a[i];
@@ -337,7 +450,7 @@ static void sort_slots(struct sk_policy *p, run_slot *a, int64_t n) {
             k--;
             if (--budget < 0) {
                 a[k] = s;
-                if (p->spec.kind == SK_POL_TIRESIAS) merge_sort(a, n, p->slots_tmp);
+                if (p->spec.kind == SK_POL_TIRESIAS || n < RADIX_MIN) merge_sort(a, n, p->slots_tmp);
                 else radix_sort(p, a, n);
                 return;
             }
@@ -350,7 +463,7 @@ static void sort_slots(struct sk_policy *p, run_slot *a, int64_t n) {
 static void compact_running(const sk_engine *e, struct sk_policy *p) {
     int64_t m = 0;
     for (int64_t i = 0; i < p->n_slots; i++)
-        if (e->state[p->slots[i].job] == SK_JOB_RUNNING) p->slots[m++] = p->slots[i];
+        if (p->running[p->slots[i].job]) p->slots[m++] = p->slots[i];
     p->n_slots = m;
 }
 
@@ -360,7 +473,7 @@ static void compact_running(const sk_engine *e, struct sk_policy *p) {
  * service grows at the same rate for all of them and their order hardly changes between
  * decisions: re-sorting a class is a pass that moves nothing, where one list of all
  * running jobs would be re-ordered at every round. */
-static run_slot *las_class(struct sk_policy *p, int32_t b) { return p->slots + p->heap_off[b]; }
+static run_slot *las_class(struct sk_policy *p, int32_t b) { return p->slots + p->cls_off[b]; }
 
 /* Job j, placed now, joins its class's leased jobs. */
 static int las_add(sk_engine *e, struct sk_policy *p, int64_t j) {
@@ -373,6 +486,17 @@ static int las_add(sk_engine *e, struct sk_policy *p, int64_t j) {
     return SK_OK;
 }
 
+/* Did job j of class b, running at the last look, finish since?  Its id among the class's
+ * completions when they are few (no lookup by job), else its running flag. */
+static int finished(const sk_engine *e, const struct sk_policy *p, int32_t b, int64_t j) {
+    enum { FEW = 8 };
+    const int64_t *done = p->done_ids + p->cls_off[b];
+    if (p->cls_done[b] > FEW) return !p->running[j];
+    int hit = 0;
+    for (int64_t k = 0; k < p->cls_done[b]; k++) hit |= done[k] == j;
+    return hit;
+}
+
 /* Class b at time t: jobs that finished are dropped (preempted ones were cut off when they
  * were preempted), leased jobs whose lease ended go to las_tmp (returns how many), the
  * others stay at the slice's back. */
@@ -381,12 +505,15 @@ static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int3
     int64_t n = 0, cap = p->cls_cap[b], kept = 0, ended = 0;
     if (p->cls_done[b]) {
         for (int64_t i = 0; i < p->cls_sorted[b]; i++)
-            if (e->state[a[i].job] == SK_JOB_RUNNING) a[n++] = a[i];
+            if (!finished(e, p, b, a[i].job) && n++ != i) a[n - 1] = a[i];
         p->cls_sorted[b] = n;
     }
     for (int64_t i = cap - 1; i >= cap - p->cls_leased[b]; i--) {   /* top down: writes stay above i */
-        if (p->cls_done[b] && e->state[a[i].job] != SK_JOB_RUNNING) continue;
-        if (t < a[i].begin + p->spec.lease_s) a[cap - 1 - kept++] = a[i];
+        if (p->cls_done[b] && finished(e, p, b, a[i].job)) continue;
+        if (t < a[i].begin + p->spec.lease_s) {
+            if (cap - 1 - kept != i) a[cap - 1 - kept] = a[i];
+            kept++;
+        }
         else p->las_tmp[ended++] = a[i];
     }
     p->cls_leased[b] = kept;
@@ -445,7 +572,7 @@ static int64_t count_less(const run_slot *a, int64_t n, const run_slot *x) {
  * *budget becomes the GPUs the selected ones leave; returns the number of runs. */
 static int32_t las_split(sk_engine *e, struct sk_policy *p, int64_t *budget) {
     int32_t head_b = best_bucket(p, 1);
-    run_slot head = head_b < 0 ? (run_slot){0} : waiting_slot(heap_head(p, head_b));
+    run_slot head = head_b < 0 ? (run_slot){0} : waiting_slot(wait_head(p, head_b));
     int64_t used = 0;
     for (int32_t b = 0; b < p->n_buckets; b++) {
         las_refresh(e, p, b, e->now);
@@ -512,7 +639,7 @@ static double tiresias_wakeup(const sk_engine *e, const struct sk_policy *p) {
     int any = 0;
     for (int64_t i = 0; i < p->n_slots; i++) {
         const run_slot *s = &p->slots[i];
-        if (s->kq >= p->spec.n_thresholds || e->state[s->job] != SK_JOB_RUNNING) continue;
+        if (s->kq >= p->spec.n_thresholds || !p->running[s->job]) continue;
         double gpu_s, rem;
         slot_live(s, e->now, &gpu_s, &rem);
         double left = p->thr[s->kq] - gpu_s;
@@ -681,8 +808,8 @@ static double type_key(const struct sk_policy *p, int64_t j, int32_t t, double n
 
 /* Among job j's allowed types, one whose free GPUs hold want (tier 0), else one whose
  * budget does (tier 1): the smallest key in the best tier, ties the lowest type; -1 if none. */
-static int32_t pick_type(const sk_engine *e, const struct sk_policy *p, int64_t j, int32_t want) {
-    int64_t mask = p->bucket_mask[p->bucket[j]];
+static int32_t pick_type(const sk_engine *e, const struct sk_policy *p, int64_t j, int64_t mask,
+                         int32_t want) {
     int32_t best = -1, best_tier = 2;
     double best_key = 0.0;
     for (int32_t t = 0; t < p->n_types; t++) {
@@ -718,10 +845,17 @@ static void plan_reset(struct sk_policy *p) {
     p->place_ptr[0] = 0;
 }
 
-static void plan_add_place(struct sk_policy *p, int64_t j, int32_t t) {
-    p->place_pos[j] = p->n_place;
+
+/* Job j is placed: demand GPUs of type t. */
+static void plan_add_place(struct sk_policy *p, int64_t j, int32_t t, int32_t demand) {
     p->place_type[p->n_place] = t;
+    p->place_demand[p->n_place] = demand;
     p->place[p->n_place++] = j;
+}
+
+/* Running job j is preempted. */
+static void plan_add_preempt(struct sk_policy *p, int64_t j) {
+    p->preempt[p->n_preempt++] = j;
 }
 
 /* The free GPUs per node once the plan's preemptions are done; returns their total. */
@@ -730,7 +864,8 @@ static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
     for (int32_t n = 0; n < e->n_nodes; n++) p->free[n] = e->node_cap[n] - e->node_used[n];
     for (int64_t k = 0; k < p->n_preempt + p->n_moved; k++) {
         int64_t j = k < p->n_preempt ? p->preempt[k] : p->moved[k - p->n_preempt];
-        for (int32_t q = 0; q < e->pl_len[j]; q++) p->free[e->pl[j][2 * q]] += e->pl[j][2 * q + 1];
+        const sk_job *x = &e->job[j];
+        for (int32_t q = 0; q < x->pl_len; q++) p->free[x->pl[2 * q]] += x->pl[2 * q + 1];
     }
     for (int32_t n = 0; n < e->n_nodes; n++) total += p->free[n];
     seg_build(e, p);
@@ -743,7 +878,7 @@ static int place_selected(sk_engine *e, struct sk_policy *p) {
     int64_t free_total = free_after_preemptions(e, p), o = 0;
     for (int64_t k = 0; k < p->n_place; k++) {
         int64_t j = p->place[k];
-        int64_t m = place_one(e, p, p->free, &free_total, p->place_type[k], e->demand[j],
+        int64_t m = place_one(e, p, p->free, &free_total, p->place_type[k], p->place_demand[k],
                               p->place_nodes + o, p->place_counts + o);
         if (m == 0)
             return ske_fail(e, SK_ESTATE, "native policy: selected job %lld does not fit",
@@ -842,7 +977,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
             bulk = bulk_ok(p);
         }
         if (r >= 0 && bulk) {                  /* once per eligible heap head */
-            run_slot x = b >= 0 ? waiting_slot(heap_head(p, b)) : (run_slot){0};
+            run_slot x = b >= 0 ? waiting_slot(wait_head(p, b)) : (run_slot){0};
             int64_t kept = keep_in_bulk(seg, n_seg, b >= 0 ? &x : NULL, budget, p->seg_cnt, p->seg_cnt + n_seg);
             budget -= kept;
             p->tbudget[0] -= kept;             /* bulk_ok: one type, the budget's */
@@ -852,15 +987,16 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
         }
         if (r < 0 && b < 0) break;
         const run_slot *s = r >= 0 ? &seg[r].a[seg[r].lo] : NULL;
-        int take_run = s && (b < 0 || slot_before(s, heap_head(p, b)));
-        int64_t j = take_run ? s->job : heap_head(p, b)->job;
-        int32_t demand = take_run ? s->demand : e->demand[j];     /* the slot's copy: no lookup */
+        int take_run = s && (b < 0 || slot_before(s, wait_head(p, b)));
+        int64_t j = take_run ? s->job : wait_head(p, b)->job;
+        int32_t demand = take_run ? s->demand : p->bucket_demand[b];  /* no lookup by job */
         int32_t t = take_run ? s->type : -1;                      /* a running job keeps its type, */
         int move = take_run && demand > p->tbudget[t];
-        if (!take_run || move) t = pick_type(e, p, j, demand);   /* or moves */
+        if (!take_run || move)                                    /* or moves */
+            t = pick_type(e, p, j, p->bucket_mask[take_run ? p->bucket[j] : b], demand);
         if (t < 0) {
             if (blocking) break;
-            p->preempt[p->n_preempt++] = j;      /* a running job that no longer fits */
+            plan_add_preempt(p, j);           /* a running job that no longer fits */
             r = run_pop(seg, n_seg, r, 1);
             continue;
         }
@@ -871,18 +1007,18 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
                 p->tfree[t] -= demand;
                 p->moved[p->n_moved++] = j;
                 p->moving[j] = 1;
-                plan_add_place(p, j, t);
+                plan_add_place(p, j, t, demand);
             }
             r = run_pop(seg, n_seg, r, 0);
         } else {
             p->tfree[t] -= demand;
-            plan_add_place(p, heap_take(e, p, b), t);
+            plan_add_place(p, wait_take(p, b), t, demand);
             b = best_bucket(p, blocking);
             bulk = bulk_ok(p);
         }
     }
     for (int32_t k = 0; k < n_seg; k++) {
-        for (int64_t i = seg[k].lo; i < seg[k].hi; i++) p->preempt[p->n_preempt++] = seg[k].a[i].job;
+        for (int64_t i = seg[k].lo; i < seg[k].hi; i++) plan_add_preempt(p, seg[k].a[i].job);
         if (seg[k].cut > seg[k].lo) seg[k].cut = seg[k].lo;
     }
 }
@@ -893,7 +1029,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
  * contested; *budget becomes the GPUs the ahead jobs leave. */
 static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *budget) {
     int32_t b = best_bucket(p, 1);
-    const wait_key *head = b < 0 ? NULL : heap_head(p, b);
+    const wait_key *head = b < 0 ? NULL : wait_head(p, b);
     int64_t n_ahead = 0, n_cont = 0, used = 0;
     run_slot *cont = p->slots_tmp;
     for (int64_t i = 0; i < p->n_slots; i++) {
@@ -913,6 +1049,7 @@ static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *b
 
 /* The full decision: Policy.schedule for the built-in rigid policies. */
 static int decide(sk_engine *e, struct sk_policy *p) {
+    wait_settle_all(p);
     plan_reset(p);
     int64_t budget = e->total_gpus - e->used_gpus;
     int32_t n_seg = 1;
@@ -940,12 +1077,13 @@ static int decide(sk_engine *e, struct sk_policy *p) {
 
 /* The lone arrival (Policy.place_lone_arrivals): the only waiting job, if it fits. */
 static int lone_arrival(sk_engine *e, struct sk_policy *p) {
+    wait_settle_all(p);
     type_budgets(p, 0);
     int32_t b = best_bucket(p, 0);
     if (b < 0) return 0;
     plan_reset(p);
-    int64_t j = heap_take(e, p, b);
-    plan_add_place(p, j, pick_type(e, p, j, e->demand[j]));
+    int64_t j = wait_take(p, b);
+    plan_add_place(p, j, pick_type(e, p, j, p->bucket_mask[b], p->bucket_demand[b]), p->bucket_demand[b]);
     return 1;
 }
 
@@ -1002,6 +1140,7 @@ static int64_t cache_slot(struct sk_policy *p, int32_t model, int32_t ngpu, int3
 /* Summaries of the placed jobs and their cache slots; lists the keys to ask for. */
 static int resolve_rates(sk_engine *e, struct sk_policy *p) {
     p->n_miss = 0;
+    int64_t cap = p->cache_cap;
     for (int64_t k = 0; k < p->n_place; k++) {
         int64_t j = p->place[k], mask = 0;
         int32_t ngpu = 0, nn = 0;
@@ -1018,6 +1157,7 @@ static int resolve_rates(sk_engine *e, struct sk_policy *p) {
         p->sum_nn[k] = nn;
         p->sum_mask[k] = mask;
         p->sum_speed[k] = speed;
+        p->sum_slot[k] = s;
         if (isnan(p->cache[s].rate)) {
             int seen = 0;
             for (int64_t m = 0; m < p->n_miss && !seen; m++) seen = p->miss_slot[m] == s;
@@ -1027,9 +1167,9 @@ static int resolve_rates(sk_engine *e, struct sk_policy *p) {
             }
         }
     }
-    if (p->n_miss == 0) {    /* slots are stable now: no insertion happens before commit */
+    if (p->n_miss == 0 && p->cache_cap != cap) {    /* grown on the way: slots moved */
         for (int64_t k = 0; k < p->n_place; k++)
-            p->sum_slot[k] = cache_slot(p, p->model[p->place[k]], e->demand[p->place[k]],
+            p->sum_slot[k] = cache_slot(p, p->model[p->place[k]], p->place_demand[k],
                                         p->sum_nn[k], p->sum_mask[k], p->sum_speed[k]);
     }
     return p->n_miss ? SK_NEED_RATES : SK_OK;
@@ -1038,9 +1178,11 @@ static int resolve_rates(sk_engine *e, struct sk_policy *p) {
 /* ---------------------------------------------------------------- commit */
 
 
-/* Apply the plan in job-id order (as the Python engine lists changed jobs). */
-static int apply_plan(sk_engine *e, struct sk_policy *p) {
+/* The plan in job-id order (as the Python engine lists changed jobs) through
+ * sk_engine_apply, which validates it (spec.check_plans). */
+static int apply_checked(sk_engine *e, struct sk_policy *p) {
     int64_t n = p->n_preempt + p->n_place;
+    for (int64_t k = 0; k < p->n_place; k++) p->place_pos[p->place[k]] = k;
     for (int64_t k = 0; k < p->n_preempt; k++) p->ap_ord[k] = p->preempt[k] * 2;  /* even: preempt */
     for (int64_t k = 0; k < p->n_place; k++) p->ap_ord[p->n_preempt + k] = p->place[k] * 2 + 1;
     sort_i64(p->ap_ord, n, p->ap_tmp);
@@ -1056,12 +1198,23 @@ static int apply_plan(sk_engine *e, struct sk_policy *p) {
                 p->ap_nodes[o] = p->place_nodes[q];
                 p->ap_counts[o++] = p->place_counts[q];
             }
-            p->ap_rates[i] = p->cache[p->sum_slot[k]].rate;
-            p->used_types[j] |= p->sum_mask[k];
+            p->ap_rates[i] = p->place_rate[k];
         }
         p->ap_ptr[i + 1] = o;
     }
     return sk_engine_apply(e, n, p->ap_ids, p->ap_ptr, p->ap_nodes, p->ap_counts, p->ap_rates);
+}
+
+/* Apply the plan: as built (ske_apply_plan, trusted), or validated (spec.check_plans). */
+static int apply_plan(sk_engine *e, struct sk_policy *p) {
+    for (int64_t k = 0; k < p->n_place; k++) {
+        p->place_rate[k] = p->cache[p->sum_slot[k]].rate;
+        p->used_types[p->place[k]] |= p->sum_mask[k];
+    }
+    if (p->spec.check_plans) return apply_checked(e, p);
+    ske_plan plan = {p->n_preempt, p->n_moved, p->n_place, p->preempt, p->moved, p->place,
+                     p->place_ptr, p->place_nodes, p->place_counts, p->place_rate};
+    return ske_apply_plan(e, &plan);
 }
 
 /* The n slots of a without the moving jobs; returns how many are left. */
@@ -1093,9 +1246,10 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
         for (int64_t k = 0; k < p->n_moved; k++) p->moving[p->moved[k]] = 0;
     }
     for (int64_t k = 0; k < p->n_preempt; k++) {       /* they wait again, keyed as of now */
-        key_waiting(e, p, p->preempt[k]);
-        heap_add(e, p, p->preempt[k]);
+        wait_add(e, p, p->preempt[k]);
+        p->running[p->preempt[k]] = 0;
     }
+    for (int64_t k = 0; k < p->n_place; k++) p->running[p->place[k]] = 1;
     for (int64_t k = 0; k < p->n_place && p->spec.kind == SK_POL_LAS; k++) {
         rc = las_add(e, p, p->place[k]);
         if (rc < 0) return rc;
@@ -1120,7 +1274,7 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
 
 static int64_t min_waiting_demand(const struct sk_policy *p) {
     for (int32_t b = 0; b < p->n_buckets; b++)
-        if (p->heap_len[b] > 0) return p->bucket_demand[b];
+        if (p->n_waiting[b] > 0) return p->bucket_demand[b];
     return INT64_MAX;
 }
 
@@ -1224,17 +1378,19 @@ int sk_native_run(sk_engine *e, sk_native_records *rec) {
 void skn_free(struct sk_policy *p) {
     if (!p) return;
     free(p->thr); free(p->thr_lo); free(p->model); free(p->bucket); free(p->node_type);
-    free(p->est); free(p->node_speed); free(p->kq); free(p->kflag); free(p->ka);
-    free(p->queue); free(p->entered); free(p->fresh); free(p->bucket_demand); free(p->heap);
-    free(p->heap_off); free(p->heap_len); free(p->slots); free(p->slots_tmp); free(p->preempt);
+    free(p->est); free(p->node_speed); 
+    free(p->queue); free(p->entered); free(p->fresh); free(p->bucket_demand); free(p->wq); free(p->wtmp);
+    free(p->woff); free(p->wcap); free(p->wend); free(p->wnew); free(p->runs); free(p->n_runs);
+    free(p->best_run);
+    free(p->cls_off); free(p->n_waiting); free(p->slots); free(p->slots_tmp); free(p->preempt);
     free(p->place); free(p->place_ptr); free(p->place_nodes); free(p->place_counts); free(p->free);
     free(p->taken); free(p->node_keys); free(p->ap_ids); free(p->ap_ptr); free(p->ap_ord);
-    free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->sum_nn); free(p->sum_mask);
+    free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->place_rate); free(p->sum_nn); free(p->sum_mask);
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
     free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
-    free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->las_tmp); free(p->segs); free(p->seg_cnt);
-    free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->seg_pos); free(p->seg_node);
-    free(p->moved); free(p->moving);
+    free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->done_ids); free(p->las_tmp); free(p->segs); free(p->seg_cnt);
+    free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->place_demand); free(p->seg_pos); free(p->seg_node);
+    free(p->moved); free(p->moving); free(p->running);
     free(p);
 }
 
@@ -1257,7 +1413,7 @@ static int check_spec(sk_engine *e, const sk_policy_spec *s, const sk_native_inp
             return ske_fail(e, SK_EINVAL, "native policy: node %d type or size out of range", n);
     }
     for (int64_t j = 0; j < e->n_jobs; j++) {
-        if (in->bucket[j] < 0 || in->bucket[j] >= in->n_buckets || e->demand[j] <= 0)
+        if (in->bucket[j] < 0 || in->bucket[j] >= in->n_buckets || e->job[j].demand <= 0)
             return ske_fail(e, SK_EINVAL, "native policy: job %lld request bucket out of range", (long long)j);
     }
     return SK_OK;
@@ -1269,25 +1425,28 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
     int64_t nj = e->n_jobs, nn = e->n_nodes, g = e->total_gpus > 0 ? e->total_gpus : 1;
     int32_t nt = p->n_types, w = p->fgd_width, k = p->spec.n_thresholds;
     int ok = NEW(p->thr, k) && NEW(p->thr_lo, k) && NEW(p->model, nj) && NEW(p->bucket, nj) &&
-             NEW(p->node_type, nn) && NEW(p->est, nj) && NEW(p->node_speed, nn) && NEW(p->kq, nj) &&
-             NEW(p->kflag, nj) && NEW(p->ka, nj) && NEW(p->queue, nj) && NEW(p->entered, nj) &&
-             NEW(p->fresh, nj) && NEW(p->bucket_demand, nb) && NEW(p->heap, nj) &&
-             NEW(p->heap_off, nb) && NEW(p->heap_len, nb) && NEW(p->slots, nj) &&
+             NEW(p->node_type, nn) && NEW(p->est, nj) && NEW(p->node_speed, nn) && 
+             NEW(p->queue, nj) && NEW(p->entered, nj) &&
+             NEW(p->fresh, nj) && NEW(p->bucket_demand, nb) && NEW(p->wq, 2 * nj) &&
+             NEW(p->wtmp, nj) && NEW(p->woff, nb) && NEW(p->wcap, nb) && NEW(p->wend, nb) &&
+             NEW(p->wnew, nb) && NEW(p->runs, (int64_t)nb * MAX_RUNS) && NEW(p->n_runs, nb) &&
+             NEW(p->best_run, nb) &&
+             NEW(p->cls_off, nb) && NEW(p->n_waiting, nb) && NEW(p->slots, nj) &&
              NEW(p->slots_tmp, nj) && NEW(p->preempt, nj) && NEW(p->place, nj) &&
              NEW(p->place_ptr, nj + 1) && NEW(p->place_nodes, g) && NEW(p->place_counts, g) &&
              NEW(p->free, nn) && NEW(p->taken, nn) && NEW(p->node_keys, nn) && NEW(p->ap_ids, nj) &&
              NEW(p->ap_ptr, nj + 1) && NEW(p->ap_ord, nj) && NEW(p->ap_nodes, g) &&
-             NEW(p->ap_counts, g) && NEW(p->ap_rates, nj) && NEW(p->dem, nj) && NEW(p->place_pos, nj) && NEW(p->rkey, nj) && NEW(p->rkey2, nj) &&
+             NEW(p->ap_counts, g) && NEW(p->ap_rates, nj) && NEW(p->place_rate, nj) && NEW(p->dem, nj) && NEW(p->place_pos, nj) && NEW(p->rkey, nj) && NEW(p->rkey2, nj) &&
              NEW(p->seg, 2 * p->seg_size) && NEW(p->free_start, p->fgd_width + 1) &&
              NEW(p->ap_tmp, nj) && NEW(p->sum_nn, nj) &&
              NEW(p->sum_mask, nj) && NEW(p->sum_slot, nj) && NEW(p->sum_speed, nj) &&
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
              NEW(p->completed, nj) && NEW(p->cls_cap, nb) && NEW(p->cls_sorted, nb) &&
-             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->las_tmp, nj) &&
+             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) &&
              NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb) && NEW(p->trate, nj * nt) &&
-             NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->seg_pos, nn) &&
-             NEW(p->seg_node, p->seg_size) && NEW(p->moved, nj) && NEW(p->moving, nj);
+             NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->place_demand, nj) && NEW(p->seg_pos, nn) &&
+             NEW(p->seg_node, p->seg_size) && NEW(p->moved, nj) && NEW(p->moving, nj) && NEW(p->running, nj);
     return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
 }
 
@@ -1342,12 +1501,16 @@ static void fill_inputs(sk_engine *e, struct sk_policy *p, const sk_native_input
     memcpy(p->node_speed, in->node_speed, (size_t)e->n_nodes * sizeof(double));
     memcpy(p->fgd_w, in->fgd_weights, (size_t)p->n_types * p->fgd_width * sizeof(double));
     for (int64_t j = 0; j < nj; j++) {          /* heaps: one slice per request */
-        p->bucket_demand[p->bucket[j]] = e->demand[j];
-        p->heap_len[p->bucket[j]]++;
+        p->bucket_demand[p->bucket[j]] = e->job[j].demand;
+        p->n_waiting[p->bucket[j]]++;
     }
-    for (int32_t b = 1; b < p->n_buckets; b++) p->heap_off[b] = p->heap_off[b - 1] + p->heap_len[b - 1];
-    for (int32_t b = 0; b < p->n_buckets; b++) p->cls_cap[b] = p->heap_len[b];
-    for (int32_t b = 0; b < p->n_buckets; b++) p->heap_len[b] = 0;
+    for (int32_t b = 1; b < p->n_buckets; b++) p->cls_off[b] = p->cls_off[b - 1] + p->n_waiting[b - 1];
+    for (int32_t b = 0; b < p->n_buckets; b++) p->cls_cap[b] = p->n_waiting[b];
+    for (int32_t b = 0; b < p->n_buckets; b++) {     /* waiting regions: twice the jobs */
+        p->woff[b] = 2 * p->cls_off[b];
+        p->wcap[b] = 2 * p->cls_cap[b];
+    }
+    for (int32_t b = 0; b < p->n_buckets; b++) p->n_waiting[b] = 0;
     for (int32_t n = 0; n < e->n_nodes; n++)
         p->hist[(int64_t)p->node_type[n] * p->fgd_width + e->node_cap[n] - e->node_used[n]]++;
     p->batch.arrived = p->arrived;

@@ -6,8 +6,8 @@
  * and shortcuts as the Python policies in sim/policies/queue.py and tiresias.py and
  * the placer in sim/placement.py, held to them job by job by the tests.
  *
- * Work per decision: queued jobs wait in one binary heap per distinct GPU request and
- * allowed-type mask (buckets in increasing request order),
+ * Work per decision: queued jobs wait in one queue (a stack of sorted runs) per distinct
+ * GPU request and allowed-type mask (buckets in increasing request order),
  * keyed once when they start waiting (their keys do not change while they wait);
  * running jobs are re-keyed and re-sorted (adaptively: insertion sort from the last
  * order, merge sort when that is far off).  A decision walks the running jobs and the
@@ -55,6 +55,8 @@ typedef struct {
     const double *thresholds;
     double rel_tol;                 /* Tiresias: relative slack of the demotion test */
     double lease_s;                 /* LAS: a job keeps its GPUs this long after its restart delay */
+    int32_t check_plans;            /* 1: each plan goes through sk_engine_apply's validation, in
+                                       job-id order (tests); 0: applied as built, trusted */
 } sk_policy_spec;
 
 /* Per-job and per-node inputs, arrays owned by the caller for the call only. */

@@ -43,13 +43,13 @@ def run_cell(jobs: int, load: float, policy: str, path: str, cluster: str = CLUS
     oracle = default_oracle()
     table = generate_workload(jobs, load_jobs_per_hour=load, seed=0, throughput=oracle)
     c = load_cluster(cluster)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     res = simulate(c, table, get_policy(policy), oracle, EngineConfig(native=path == "native"))
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     s = summary(res)
     tl = res.timeline.arrays()
     return {"jobs": jobs, "load": load, "policy": policy, "path": path, "cluster": cluster,
-            "sim_s": wall, "avg_wait_h": s["avg_wait_s"] / 3600, "avg_jct_h": s["avg_jct_s"] / 3600,
+            "sim_s": wall, "sim_cpu_s": cpu, "avg_wait_h": s["avg_wait_s"] / 3600, "avg_jct_h": s["avg_jct_s"] / 3600,
             "mean_queue": float(np.mean(tl["queued"])) if tl["queued"].size else 0.0,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "finish_checksum": float(np.sum(res.finish)), "profile": res.profile}
@@ -67,16 +67,22 @@ def _subprocess_cell(jobs, load, policy, path, timeout, cluster=CLUSTER) -> dict
 
 def compare(base: Path, cells: list[tuple[float, str]], repeat: int, jobs: int, out: Path) -> None:
     """Native cells run by the code at ``base`` and by this checkout, alternately (one process
-    per cell, same machine, same run), so that their time ratio means something on a loaded VM."""
+    per cell, same machine, same run), so that their time ratio means something on a loaded VM.
+    Each row adds the cell process's CPU seconds (user + system, setup included:
+    ``process_cpu_s``), less sensitive than wall time to other sessions on the machine."""
     rows = []
     for rep in range(repeat):
         for load, policy in cells:
             for code, root in (("base", base.resolve()), ("new", ROOT)):
                 cmd = [sys.executable, str(root / "scalability" / "contended_speed.py"), "--cell", str(jobs),
                        str(load), policy, "native"]
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 res = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=root,
                                      env={**os.environ, "PYTHONPATH": str(root)})
-                row = {"rep": rep, "code": code, **json.loads(res.stdout.strip().splitlines()[-1])}
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                row = {"rep": rep, "code": code, "process_cpu_s": cpu,
+                       **json.loads(res.stdout.strip().splitlines()[-1])}
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "profile"}), flush=True)
     out.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,13 @@ def native_params(policy) -> dict | None:
 
 
 class NativeRun:
-    """Drives one kernel with a native policy installed; collects its records."""
+    """Drives one kernel with a native policy installed; collects its records.
+
+    check_plans: apply each plan through ``sk_engine_apply``'s validation, in job-id order,
+    instead of as the kernel built it (tests hold the two to the same results).
+    """
+
+    check_plans = False
 
     def __init__(self, kernel, cluster, jobs, oracle, params: dict, fgd_weights: np.ndarray,
                  policy_name: str):
@@ -80,6 +86,7 @@ class NativeRun:
         spec.thresholds = as_cdata("double *", thr)
         spec.rel_tol = float(params.get("rel_tol", 0.0))
         spec.lease_s = float(params.get("lease_s", 0.0))
+        spec.check_plans = int(self.check_plans)
         inp = ffi.new("sk_native_inputs *")
         inp.model, inp.est_duration, inp.bucket = (as_cdata("int32_t *", self._keep[0]),
                                                    as_cdata("double *", self._keep[1]),

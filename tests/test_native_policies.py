@@ -19,7 +19,7 @@ from engine_helpers import (NETWORK_BANDWIDTHS, BarredOracle, LinearOracle, Netw
 from sim.cluster import DEFAULT_INTER_BW_GBPS, DEFAULT_INTRA_BW_GBPS, Cluster
 from sim.engine import EngineConfig, run_jobs
 from sim.errors import ConfigError, SimError
-from sim.native import native_params
+from sim.native import NativeRun, native_params
 from sim.policies import get_policy
 from sim.policies.queue import FIFO
 
@@ -132,6 +132,43 @@ def test_native_las_classes_match_python(jobs, cluster, round_s, min_run_s, plac
                      delay=float(jobs.restart_delay[0]))
     assert_same_run(cluster, jobs, lambda: get_policy("las", placement=placement, min_run_s=min_run_s),
                     round_s, oracle, type_choice)
+
+
+def assert_same_as_checked(cluster, jobs, policy, round_s, oracle, type_choice):
+    """The kernel applies its own plans as built (no validation, no sort by job id); the same
+    plans validated and applied in job-id order must give the same run."""
+    cfg = EngineConfig(round_s=round_s, type_choice=type_choice, type_seed=5)
+    trusted = run_jobs(cluster, jobs, policy(), oracle, cfg)
+    NativeRun.check_plans = True
+    try:
+        checked = run_jobs(cluster, jobs, policy(), oracle, cfg)
+    finally:
+        NativeRun.check_plans = False
+    assert trusted.profile["native"] and checked.profile["native"]
+    for key in PER_JOB:
+        np.testing.assert_array_equal(getattr(trusted, key), getattr(checked, key), err_msg=key)
+    assert trusted.timeline.time == checked.timeline.time
+    assert trusted.timeline.used_gpus == checked.timeline.used_gpus
+    assert trusted.timeline.queued == checked.timeline.queued
+    for key in ("placements", "preemptions", "decisions"):
+        assert trusted.profile[key] == checked.profile[key], key
+
+
+@pytest.mark.parametrize("name", ["srtf", "las", "tiresias"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=las_contended(), cluster=clusters(), round_s=st.sampled_from([0.0, 5.0, 30.0]),
+       placement=st.sampled_from(["consolidated", "spread"]),
+       oracle=st.sampled_from([LinearOracle(), BarredOracle()]),
+       type_choice=st.sampled_from(["first-fit", "fastest", "random"]))
+def test_native_plans_applied_as_built_match_validated(name, jobs, cluster, round_s, placement, oracle,
+                                                       type_choice):
+    """Preemptions, moves between types, restarts and ties of equal-time completions."""
+    if int(jobs.demand.max()) > cluster.total_gpus:
+        jobs = specs(jobs.arrival, np.minimum(jobs.demand, cluster.total_gpus), jobs.work, jobs.model,
+                     delay=float(jobs.restart_delay[0]))
+    jobs = runnable(jobs, cluster, oracle)
+    assert_same_as_checked(cluster, jobs, lambda: _policy(name, placement, (50.0,)), round_s, oracle,
+                           type_choice)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -82,9 +82,10 @@ static int32_t make_buckets(int64_t n, const int32_t *demand, const double *trat
     return nu;
 }
 
-static sk_engine *engine_typed(int32_t kind, int32_t spread, int64_t n, const double *arrival,
-                               const double *work, const int32_t *demand, double round_s,
-                               const double *trate, int32_t choice) {
+/* check: plans validated and applied in job-id order (spec.check_plans), else as built. */
+static sk_engine *engine_checked(int32_t kind, int32_t spread, int64_t n, const double *arrival,
+                                 const double *work, const int32_t *demand, double round_s,
+                                 const double *trate, int32_t choice, int32_t check) {
     double delay[40];
     int32_t model[40], bucket[40];
     double est[40];
@@ -101,18 +102,29 @@ static sk_engine *engine_typed(int32_t kind, int32_t spread, int64_t n, const do
     double thr[2] = {40.0, 400.0};
     int preemptive = kind > SK_POL_SJF;
     sk_policy_spec spec = {kind, spread, preemptive, kind == SK_POL_FIFO, !preemptive, preemptive, 1,
-                           kind == SK_POL_TIRESIAS ? 2 : 0, thr, 1e-9, 60.0};
+                           kind == SK_POL_TIRESIAS ? 2 : 0, thr, 1e-9, 60.0, check};
     sk_native_inputs in = {model, est, bucket, nb, TYPES, SPEED, 2, FGD_W, 5, trate, choice, 42};
     CHECK(sk_native_set_policy(e, &spec, &in) == SK_OK);
     return e;
 }
 
-/* Every job may use both types (rate 2 on type 0, 1 on type 1), first fit. */
-static sk_engine *engine_with(int32_t kind, int32_t spread, int64_t n, const double *arrival,
-                              const double *work, const int32_t *demand, double round_s) {
+static sk_engine *engine_typed(int32_t kind, int32_t spread, int64_t n, const double *arrival,
+                               const double *work, const int32_t *demand, double round_s,
+                               const double *trate, int32_t choice) {
+    return engine_checked(kind, spread, n, arrival, work, demand, round_s, trate, choice, 0);
+}
+
+/* Every job may use both types (rate 2 on type 0, 1 on type 1), first fit; plans checked or not. */
+static sk_engine *engine_both(int32_t kind, int32_t spread, int64_t n, const double *arrival,
+                              const double *work, const int32_t *demand, double round_s, int32_t check) {
     static double both[80];
     for (int64_t j = 0; j < 2 * n; j++) both[j] = j % 2 ? 1.0 : 2.0;
-    return engine_typed(kind, spread, n, arrival, work, demand, round_s, both, SK_TYPE_FIRST_FIT);
+    return engine_checked(kind, spread, n, arrival, work, demand, round_s, both, SK_TYPE_FIRST_FIT, check);
+}
+
+static sk_engine *engine_with(int32_t kind, int32_t spread, int64_t n, const double *arrival,
+                              const double *work, const int32_t *demand, double round_s) {
+    return engine_both(kind, spread, n, arrival, work, demand, round_s, 0);
 }
 
 /* 40 random jobs of 1, 2, 4 or 6 GPUs (6: type 1 only, jobs never span types).  bursty: a
@@ -180,7 +192,8 @@ static void run_to_results(sk_engine *e, sk_results *res, sk_native_counters *c)
 /* LAS with bursts of identical arrivals (ties), four request classes, 10 s rounds under a
  * 60 s lease (leases end between rounds) and more work than GPUs: the class runs, their
  * merge, the bulk keeps and the cut of preempted tails.  Every job finishes, jobs are
- * preempted, and a second run gives the same results bit for bit. */
+ * preempted, and a second run whose plans are validated and applied in job-id order
+ * (check_plans) gives the same results bit for bit as the first (plans applied as built). */
 static void test_las_contended(void) {
     double arrival[40], work[40];
     int32_t demand[40];
@@ -190,7 +203,7 @@ static void test_las_contended(void) {
     int32_t st[2][40];
     sk_native_counters c[2];
     for (int k = 0; k < 2; k++) {
-        sk_engine *e = engine_with(SK_POL_LAS, 0, 40, arrival, work, demand, 10.0);
+        sk_engine *e = engine_both(SK_POL_LAS, 0, 40, arrival, work, demand, 10.0, k);
         sk_results res = {fs[k], fin[k], gs[k], rs[k], restarts[k], st[k]};
         run_to_results(e, &res, &c[k]);
         sk_engine_free(e);
@@ -254,7 +267,7 @@ static void test_errors(void) {
     double est[1] = {1.0};
     sk_engine *e = NULL;
     CHECK(sk_engine_new(&e, 3, GPUS, 1, arrival, work, delay, demand, 0.0, 0.0, 3) == SK_OK);
-    sk_policy_spec spec = {99, 0, 0, 1, 1, 0, 1, 0, NULL, 0.0, 0.0};
+    sk_policy_spec spec = {99, 0, 0, 1, 1, 0, 1, 0, NULL, 0.0, 0.0, 0};
     double trate[2] = {1.0, 1.0}, dead[2] = {0.0, 0.0};
     sk_native_inputs in = {model, est, bucket, 1, TYPES, SPEED, 2, FGD_W, 5, trate, 0, 0};
     CHECK(sk_native_set_policy(e, &spec, &in) == SK_EINVAL);           /* unknown kind */
