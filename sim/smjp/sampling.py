@@ -3,7 +3,8 @@
 ``N`` categories are drawn around the work-proportional split (sim.smjp.categories); each is
 cleared by the matching market (sim.smjp.market) and scored by its estimated completion times;
 the ``refine_top`` best are improved by pairwise-swap local search, packed onto nodes and
-scored exactly; the best score wins:
+scored exactly; the best of them is repaired at node level (sim.smjp.repair: jobs re-inserted
+at their best placements, alone or in conflicting pairs, judged by the exact JCTs).  Score:
 
     score = avg JCT * (1 + beta_f * (1 - Jain(slowdowns)))
 
@@ -21,6 +22,7 @@ from ..errors import ConfigError
 from .categories import sample_categories, work_weights
 from .instance import Instance, jain
 from .market import local_search, pack, solve_category
+from .repair import repair
 
 __all__ = ["Solution", "SamplingConfig", "solve_sampling", "score", "solution"]
 
@@ -36,6 +38,9 @@ class SamplingConfig:
     refine_top: best-estimated categories refined by local search, packed onto nodes and
         scored exactly (default 4).
     seed: seed of the draws.
+    repair_passes: sweeps of the node-level repair of the best packed candidate
+        (sim.smjp.repair: jobs, and pairs of conflicting jobs, re-inserted at their best
+        placements, judged by the exact JCTs); 0 turns it off (default 1).
     """
 
     samples: int = 64
@@ -44,15 +49,18 @@ class SamplingConfig:
     swap_passes: int = 2
     refine_top: int = 4
     seed: int = 0
+    repair_passes: int = 1
 
     def __post_init__(self):
         checks = [("samples", self.samples >= 1), ("theta", 0.0 <= self.theta <= 1.0),
                   ("beta_f", self.beta_f >= 0 and np.isfinite(self.beta_f)),
-                  ("swap_passes", self.swap_passes >= 0), ("refine_top", self.refine_top >= 1)]
+                  ("swap_passes", self.swap_passes >= 0), ("refine_top", self.refine_top >= 1),
+                  ("repair_passes", self.repair_passes >= 0)]
         for name, ok in checks:
             if not ok:
                 raise ConfigError(f"SMJP: bad {name}={getattr(self, name)!r} (samples >= 1, "
-                                  f"0 <= theta <= 1, beta_f >= 0, swap_passes >= 0, refine_top >= 1)")
+                                  f"0 <= theta <= 1, beta_f >= 0, swap_passes >= 0, refine_top >= 1, "
+                                  f"repair_passes >= 0)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,5 +120,7 @@ def solve_sampling(inst: Instance, config: SamplingConfig = SamplingConfig(),
         sol = solution(inst, pack(inst, y), config.beta_f, len(cats), 0.0)
         if best is None or sol.score < best.score:
             best = sol
+    if config.repair_passes > 0 and repair(inst, best.x, config.repair_passes, config.beta_f):
+        best = solution(inst, best.x, config.beta_f, len(cats), 0.0)
     return Solution(best.x, best.jct, best.avg_jct, best.jain, best.score, len(cats),
                     time.perf_counter() - t0)
