@@ -443,9 +443,9 @@ def _context(inst: Instance, beta_f: float) -> tuple:
 def _fastest_first(inst: Instance) -> np.ndarray:
     """int64 [S, N]: each job's nodes by falling throughput, then fewest free workers, then
     index."""
-    n = np.arange(inst.cap.shape[0])
-    return np.stack([np.lexsort((n, inst.cap, -r)) for r in inst.rho]).astype(np.int64).reshape(
-        inst.n_jobs, -1)
+    shape = inst.rho.shape
+    keys = (np.broadcast_to(np.arange(shape[1]), shape), np.broadcast_to(inst.cap, shape), -inst.rho)
+    return np.lexsort(keys, axis=-1).astype(np.int64)
 
 
 def repair(inst: Instance, x: np.ndarray, passes: int = 2, beta_f: float = 0.0) -> int:

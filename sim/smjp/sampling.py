@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ConfigError
 from .categories import sample_categories, work_weights
 from .instance import Instance, jain
-from .market import local_search, pack, solve_category
+from .market import local_search, pack, solve_categories
 from .repair import repair
 
 __all__ = ["Solution", "SamplingConfig", "solve_sampling", "score", "solution"]
@@ -87,10 +87,15 @@ def solution(inst: Instance, x: np.ndarray, beta_f: float, categories: int, seco
 
 def _estimated_scores(inst: Instance, solved, beta_f: float) -> np.ndarray:
     out = np.full(len(solved), np.inf)
-    for k, sol in enumerate(solved):
-        if sol is not None:
-            jct = inst.wait + inst.remaining * sol[1]
-            out[k] = score(float(jct.mean()), jain(inst.slowdowns(jct)), beta_f)
+    found = [k for k, sol in enumerate(solved) if sol is not None]
+    if not found:
+        return out
+    jct = inst.wait + inst.remaining * np.stack([solved[k][1] for k in found])
+    if beta_f == 0:                           # the score is the average JCT
+        out[found] = jct.mean(axis=1)
+        return out
+    for k, row in zip(found, jct):
+        out[k] = score(float(row.mean()), jain(inst.slowdowns(row)), beta_f)
     return out
 
 
@@ -107,7 +112,7 @@ def solve_sampling(inst: Instance, config: SamplingConfig = SamplingConfig(),
     rbar = (inst.rho * usable).sum(axis=1) / np.maximum(usable.sum(axis=1), 1)
     w = work_weights(inst.remaining, inst.P, rbar, config.theta)
     cats = sample_categories(w, inst.kmin, inst.kmax, total, config.samples, rng)
-    solved = [solve_category(inst, K) for K in cats]
+    solved = solve_categories(inst, cats)
     est = _estimated_scores(inst, solved, config.beta_f)
     top = [k for k in np.argsort(est, kind="stable")[:config.refine_top] if np.isfinite(est[k])]
     if not top:
