@@ -19,7 +19,7 @@ from sim.smjp.categories import bounded_split, enumerate_categories, sample_cate
 from sim.smjp.gradients import gradient_bytes, per_gpu_batch
 from sim.smjp.latency import comm_time, largest_remainder
 from sim.smjp.market import auction, lsa_assignment, solve_categories, valuations
-from sim.smjp.repair import best_placement, placement_jct, repair
+from sim.smjp.repair import best_placement, exact_jcts, placement_jct, repair, repair_context
 from sim.smjp.sampling import solution
 
 CONT = LatencyModel(integer_samples=False)
@@ -382,6 +382,7 @@ def test_repair_keeps_placements_feasible_costs_them_exactly_and_never_worsens(i
     for i in range(inst.n_jobs):
         assert placement_jct(inst, i, x[i]) == pytest.approx(inst.pattern_jct(i, x[i:i + 1])[0],
                                                              rel=1e-12)
+    np.testing.assert_allclose(exact_jcts(x, repair_context(inst)), inst.jct(x), rtol=1e-12)
     before = inst.jct(x).mean()
     beta = float(rng.choice([0.0, 1.0]))
     s0 = solution(inst, x.copy(), beta, 1, 0.0).score

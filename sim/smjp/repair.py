@@ -39,7 +39,7 @@ from numba import njit
 from .instance import Instance
 from .latency import GBIT_BYTES
 
-__all__ = ["best_placement", "repair", "placement_jct"]
+__all__ = ["best_placement", "repair", "repair_context", "exact_jcts", "placement_jct"]
 
 
 @njit(cache=True)
@@ -84,7 +84,7 @@ def _compute_time(P, rho_i, nodes, counts, m, integer):
     return out
 
 
-#: the evaluation context ``ev`` of the kernels, one tuple (built by :func:`_context`)
+#: the evaluation context ``ev`` of the kernels, one tuple (built by :func:`repair_context`)
 EV_FIELDS = ("of_node", "n_classes", "rho", "kmin", "kmax", "P", "grad", "T", "wait", "intra",
              "inter", "integer", "denom", "beta_f", "bws", "order")
 
@@ -428,8 +428,8 @@ def _repair(x, cap, passes, ev):
     return moves
 
 
-def _context(inst: Instance, beta_f: float) -> tuple:
-    """The kernels' evaluation context (EV_FIELDS)."""
+def repair_context(inst: Instance, beta_f: float = 0.0) -> tuple:
+    """The kernels' evaluation context of ``inst`` (EV_FIELDS)."""
     cls = inst.classes
     denom = np.maximum(inst.remaining * inst.isolated, 1e-300)
     inter = inst.inter * GBIT_BYTES
@@ -448,18 +448,35 @@ def _fastest_first(inst: Instance) -> np.ndarray:
     return np.lexsort(keys, axis=-1).astype(np.int64)
 
 
-def repair(inst: Instance, x: np.ndarray, passes: int = 2, beta_f: float = 0.0) -> int:
+def repair(inst: Instance, x: np.ndarray, passes: int = 1, beta_f: float = 0.0,
+           context: tuple | None = None) -> int:
     """Improve the node placement ``x`` [S, N] (int64) in place by re-inserting single jobs
-    and pairs of jobs (module docstring); returns the number of moves kept."""
+    and pairs of jobs (module docstring); returns the number of moves kept.  ``context``:
+    :func:`repair_context` of the same instance and beta_f, if already built."""
     if inst.n_jobs == 0 or passes <= 0:
         return 0
-    return int(_repair(x, inst.cap.astype(np.int64), int(passes), _context(inst, beta_f)))
+    ev = repair_context(inst, beta_f) if context is None else context
+    return int(_repair(x, inst.cap.astype(np.int64), int(passes), ev))
+
+
+def exact_jcts(x: np.ndarray, context: tuple) -> np.ndarray:
+    """float64 [S]: every job's completion time on ``x`` [S, N] (Instance.jct, in Numba;
+    ``context``: :func:`repair_context`)."""
+    return _jcts(np.ascontiguousarray(x, np.int64), context)
+
+
+@njit(cache=True)
+def _jcts(x, ev):
+    out = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = _job_jct_row(x, i, ev)
+    return out
 
 
 def best_placement(inst: Instance, i: int, free: np.ndarray):
     """(row [N], JCT) of job i's best candidate placement on the ``free`` workers [N], or
     (None, inf) when none fits (module docstring)."""
-    ev = _context(inst, 0.0)
+    ev = repair_context(inst)
     ws = _workspace(inst.cap.astype(np.int64), ev)
     nodes, counts = np.empty_like(ws[1]), np.empty_like(ws[2])
     t, m = _best_placement(int(i), np.asarray(free, np.int64), ev, ws, nodes, counts)
@@ -474,4 +491,4 @@ def placement_jct(inst: Instance, i: int, row: np.ndarray) -> float:
     """Job i's completion time on ``row`` [N] as the kernels compute it (Instance.pattern_jct)."""
     x = np.zeros((inst.n_jobs, inst.cap.shape[0]), np.int64)
     x[i] = row
-    return float(_job_jct_row(x, int(i), _context(inst, 0.0)))
+    return float(_job_jct_row(x, int(i), repair_context(inst)))

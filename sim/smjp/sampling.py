@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from .categories import sample_categories, work_weights
 from .instance import Instance, jain
 from .market import local_search, pack, solve_categories
-from .repair import repair
+from .repair import exact_jcts, repair, repair_context
 
 __all__ = ["Solution", "SamplingConfig", "solve_sampling", "score", "solution"]
 
@@ -78,8 +78,10 @@ def score(avg_jct: float, fairness: float, beta_f: float) -> float:
     return avg_jct * (1.0 + beta_f * (1.0 - fairness))
 
 
-def solution(inst: Instance, x: np.ndarray, beta_f: float, categories: int, seconds: float) -> Solution:
-    jct = inst.jct(x)
+def solution(inst: Instance, x: np.ndarray, beta_f: float, categories: int, seconds: float,
+             jct: np.ndarray | None = None) -> Solution:
+    """The Solution of placement ``x`` (``jct``: its completion times, if known)."""
+    jct = inst.jct(x) if jct is None else jct
     avg = float(jct.mean()) if jct.size else 0.0
     fair = jain(inst.slowdowns(jct))
     return Solution(x, jct, avg, fair, score(avg, fair, beta_f), categories, seconds)
@@ -117,15 +119,16 @@ def solve_sampling(inst: Instance, config: SamplingConfig = SamplingConfig(),
     top = [k for k in np.argsort(est, kind="stable")[:config.refine_top] if np.isfinite(est[k])]
     if not top:
         return None
-    best = None
+    best, ev = None, repair_context(inst, config.beta_f)
     for k in top:
         y = solved[k][0]
         if config.swap_passes > 0:
             local_search(inst, y, config.swap_passes)
-        sol = solution(inst, pack(inst, y), config.beta_f, len(cats), 0.0)
+        x = pack(inst, y)
+        sol = solution(inst, x, config.beta_f, len(cats), 0.0, exact_jcts(x, ev))
         if best is None or sol.score < best.score:
             best = sol
-    if config.repair_passes > 0 and repair(inst, best.x, config.repair_passes, config.beta_f):
-        best = solution(inst, best.x, config.beta_f, len(cats), 0.0)
+    if config.repair_passes > 0 and repair(inst, best.x, config.repair_passes, config.beta_f, ev):
+        best = solution(inst, best.x, config.beta_f, len(cats), 0.0, exact_jcts(best.x, ev))
     return Solution(best.x, best.jct, best.avg_jct, best.jain, best.score, len(cats),
                     time.perf_counter() - t0)
