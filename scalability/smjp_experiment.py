@@ -119,13 +119,17 @@ def part_gap(n_instances: int, seed: int) -> list[dict]:
     for k in range(n_instances):
         src = sources[k % len(sources)]
         inst = random_instance(rng, src, model)
+        c0 = time.process_time()
         samp = solve_sampling(inst, SamplingConfig(seed=k))
+        c1 = time.process_time()
         exact = solve_exact(inst)
+        c2 = time.process_time()
         rows.append({"instance": k, "source": src["name"], "workers": inst.n_workers,
                      "jobs": inst.n_jobs, "nodes": int(inst.cap.size),
                      "sampling_avg_jct": samp.avg_jct, "exact_avg_jct": exact.avg_jct,
                      "gap": samp.avg_jct / exact.avg_jct - 1.0, "sampling_s": samp.seconds,
-                     "exact_s": exact.seconds, "sampling_jain": samp.jain, "exact_jain": exact.jain})
+                     "exact_s": exact.seconds, "sampling_cpu_s": c1 - c0, "exact_cpu_s": c2 - c1,
+                     "sampling_jain": samp.jain, "exact_jain": exact.jain})
     return rows
 
 
@@ -286,6 +290,14 @@ def ci95(x) -> tuple[float, float]:
     return float(x.mean()), float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
 
 
+def _median(rows: list[dict], key: str) -> float | None:
+    return float(np.median([r[key] for r in rows])) if rows else None
+
+
+def _median_ratio(rows: list[dict], num: str, den: str) -> float | None:
+    return float(np.median([r[num] / r[den] for r in rows])) if rows else None
+
+
 def summarize(out: Path, parts: dict) -> dict:
     s = {}
     if "gap" in parts:
@@ -298,7 +310,10 @@ def summarize(out: Path, parts: dict) -> dict:
                     "speedup_median_14_16_workers": float(np.median([r["exact_s"] / r["sampling_s"]
                                                                      for r in w16])) if w16 else None,
                     "sampling_median_s_14_16": float(np.median([r["sampling_s"] for r in w16])) if w16 else None,
-                    "exact_median_s_14_16": float(np.median([r["exact_s"] for r in w16])) if w16 else None}
+                    "exact_median_s_14_16": float(np.median([r["exact_s"] for r in w16])) if w16 else None,
+                    "speedup_cpu_median_14_16_workers": _median_ratio(w16, "exact_cpu_s", "sampling_cpu_s"),
+                    "sampling_cpu_median_s_14_16": _median(w16, "sampling_cpu_s"),
+                    "exact_cpu_median_s_14_16": _median(w16, "exact_cpu_s")}
     if "scale" in parts:
         cells = {}
         for r in parts["scale"]:

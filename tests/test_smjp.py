@@ -18,7 +18,9 @@ from sim.smjp import Instance, LatencyModel, ProportionalRates, SamplingConfig, 
 from sim.smjp.categories import bounded_split, enumerate_categories, sample_categories
 from sim.smjp.gradients import gradient_bytes, per_gpu_batch
 from sim.smjp.latency import comm_time, largest_remainder
-from sim.smjp.market import auction, lsa_assignment, valuations
+from sim.smjp.market import auction, lsa_assignment, solve_categories, valuations
+from sim.smjp.repair import best_placement, exact_jcts, placement_jct, repair, repair_context
+from sim.smjp.sampling import solution
 
 CONT = LatencyModel(integer_samples=False)
 
@@ -206,6 +208,25 @@ def test_auction_matches_linear_sum_assignment(S, C, seed):
     assert got == pytest.approx(total, abs=cap.sum() * eps + 1e-9)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000))
+def test_batched_markets_match_one_auction_each(seed):
+    rng = np.random.default_rng(seed)
+    S, N = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+    cap = rng.integers(1, 4, N)
+    rho = rng.choice([0.0, 1.0, 2.0, 5.0], size=(S, N))
+    rho[:, 0] = np.maximum(rho[:, 0], 1.0)
+    inst = Instance(remaining=rng.uniform(1, 100, S), P=np.full(S, 12.0), grad=np.zeros(S),
+                    kmin=np.ones(S, np.int64), kmax=np.full(S, 3), wait=np.zeros(S), rho=rho,
+                    cap=cap, intra=np.full(N, 80.0), inter=np.full(N, 8.0), model=CONT)
+    cats = rng.integers(1, 3, (4, S))
+    for K, got in zip(cats, solve_categories(inst, cats)):
+        y, _ = auction(valuations(inst, inst.classes, K), K, inst.classes.cap)
+        assert (got is None) == (y is None)
+        if y is not None:
+            assert got[0].tolist() == y.tolist()
+
+
 def test_valuations_prefer_fast_workers_for_long_jobs():
     inst = toy(remaining=(100.0, 1.0))
     v = valuations(inst, inst.classes, np.array([2, 1]))
@@ -221,7 +242,8 @@ def test_jain_index():
 
 
 def test_sampling_config_rejects_bad_knobs():
-    for bad in ({"theta": 1.5}, {"samples": 0}, {"beta_f": -1.0}, {"refine_top": 0}):
+    for bad in ({"theta": 1.5}, {"samples": 0}, {"beta_f": -1.0}, {"refine_top": 0},
+                {"repair_passes": -1}):
         with pytest.raises(ConfigError):
             SamplingConfig(**bad)
     with pytest.raises(ConfigError):
@@ -306,3 +328,76 @@ def test_smjp_on_a_preset_with_several_gpu_types():
     res = run_jobs(load_cluster("gavel-108"), job_specs(jobs, oracle), get_policy("smjp", samples=16),
                    oracle, EngineConfig())
     assert np.all(np.isfinite(res.finish)) and res.decisions > 0
+
+
+# -- node-level repair ------------------------------------------------------------------------
+def two_nodes(remaining, P, grad, rho, cap, kmax):
+    """Jobs on two nodes; intra 80 Gbit/s (10 GB/s), inter 8 Gbit/s (1 GB/s), integer shares."""
+    S = len(remaining)
+    return Instance(remaining=np.array(remaining, float), P=np.array(P, float),
+                    grad=np.array(grad, float), kmin=np.ones(S, np.int64), kmax=np.array(kmax),
+                    wait=np.zeros(S), rho=np.array(rho, float), cap=np.array(cap),
+                    intra=np.full(2, 80.0), inter=np.full(2, 8.0), model=LatencyModel())
+
+
+def test_best_placement_prefers_one_node_with_fewer_workers():
+    # P = 4 on 4 equal workers over two nodes, D = 1 GB: all four: 4/4 + 2 * 3/4 * 1 = 2.5 s;
+    # two on one node: 4/2 + 2 * 1/2 * 0.1 = 2.1 s (the best); one: 4 s
+    inst = two_nodes([10.0], [4], [1e9], [[1.0, 1.0]], [2, 2], [4])
+    row, jct = best_placement(inst, 0, np.array([2, 2]))
+    assert row.tolist() == [2, 0] and jct == pytest.approx(21.0)
+    row, jct = best_placement(inst, 0, np.array([1, 2]))       # the tightest node that fits
+    assert row.tolist() == [0, 2]
+    x = np.array([[2, 2]])
+    assert repair(inst, x) == 1 and x.tolist() == [[2, 0]]
+
+
+def test_repair_moves_a_pair_out_of_a_whole_node_conflict():
+    # node 0: 2 fast workers (2 samples/s), node 1: 2 slow (1); P = 8.  Job A (T = 100,
+    # D = 1 GB) is spread over 1 fast + 2 slow (shares 4, 2, 2: 2 s; all-reduce 2 * 2/3 * 1 s)
+    # because job B (T = 1, D = 0) sits on the other fast worker (4 s).  Alone, neither can do
+    # better; together: A on node 0 (8/4 + 0.1 = 2.1 s: 210) and B on node 1 (8/2: 4).
+    inst = two_nodes([100.0, 1.0], [8, 8], [1e9, 0.0], [[2.0, 1.0], [2.0, 1.0]], [2, 2], [3, 2])
+    x = np.array([[1, 2], [1, 0]])
+    np.testing.assert_allclose(inst.jct(x), [100 * (2 + 4 / 3), 4.0])
+    assert repair(inst, x) >= 1
+    assert x.tolist() == [[2, 0], [0, 2]]
+    np.testing.assert_allclose(inst.jct(x), [210.0, 4.0])
+    assert solve_exact(inst).avg_jct == pytest.approx(107.0)
+    assert solve_sampling(inst).avg_jct == pytest.approx(107.0)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_instances(), st.integers(0, 10_000))
+def test_repair_keeps_placements_feasible_costs_them_exactly_and_never_worsens(inst, seed):
+    rng = np.random.default_rng(seed)
+    x = np.zeros(inst.rho.shape, np.int64)
+    free = inst.cap.copy()
+    for i in rng.permutation(inst.n_jobs):           # greedy in a random order, if it fits
+        row, _ = best_placement(inst, i, free)
+        if row is None:
+            return
+        x[i] = row
+        free -= row
+    for i in range(inst.n_jobs):
+        assert placement_jct(inst, i, x[i]) == pytest.approx(inst.pattern_jct(i, x[i:i + 1])[0],
+                                                             rel=1e-12)
+    np.testing.assert_allclose(exact_jcts(x, repair_context(inst)), inst.jct(x), rtol=1e-12)
+    before = inst.jct(x).mean()
+    beta = float(rng.choice([0.0, 1.0]))
+    s0 = solution(inst, x.copy(), beta, 1, 0.0).score
+    repair(inst, x, passes=2, beta_f=beta)
+    assert inst.fits(x)
+    assert solution(inst, x, beta, 1, 0.0).score <= s0 * (1 + 1e-9)
+    if beta == 0.0:
+        assert inst.jct(x).mean() <= before * (1 + 1e-9)
+
+
+def test_sampling_is_deterministic_and_repair_can_be_turned_off():
+    inst = two_nodes([100.0, 1.0], [8, 8], [1e9, 0.0], [[2.0, 1.0], [2.0, 1.0]], [2, 2], [3, 2])
+    a, b = solve_sampling(inst, SamplingConfig(seed=3)), solve_sampling(inst, SamplingConfig(seed=3))
+    assert a.x.tolist() == b.x.tolist() and a.avg_jct == b.avg_jct
+    off = solve_sampling(inst, SamplingConfig(repair_passes=0))
+    assert off.avg_jct >= a.avg_jct
+    assert get_policy("smjp", repair_passes=0).params()["repair_passes"] == 0
+    assert get_policy("smjp").params()["repair_passes"] == 1

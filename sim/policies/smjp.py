@@ -133,10 +133,10 @@ class SMJP(_SMJPBase):
 
     def __init__(self, placement: str = "consolidated", samples: int = 64, theta: float = 0.5,
                  beta_f: float = 0.0, swap_passes: int = 2, refine_top: int = 4, seed: int = 0,
-                 **common):
+                 repair_passes: int = 1, **common):
         super().__init__(placement, **common)
         self.config = SamplingConfig(int(samples), float(theta), float(beta_f), int(swap_passes),
-                                     int(refine_top), int(seed))
+                                     int(refine_top), int(seed), int(repair_passes))
         self._rng = np.random.default_rng(self.config.seed)
 
     def solve(self, inst):
@@ -145,7 +145,8 @@ class SMJP(_SMJPBase):
     def params(self) -> dict:
         c = self.config
         return {**super().params(), "samples": c.samples, "theta": c.theta, "beta_f": c.beta_f,
-                "swap_passes": c.swap_passes, "refine_top": c.refine_top, "seed": c.seed}
+                "swap_passes": c.swap_passes, "refine_top": c.refine_top, "seed": c.seed,
+                "repair_passes": c.repair_passes}
 
 
 @register

@@ -75,23 +75,22 @@ def sample_categories(weights: np.ndarray, kmin: np.ndarray, kmax: np.ndarray, t
         left = min(int(total), int(np.sum(kmax))) - int(np.sum(kmin))
         pi = np.asarray(weights, float) + 1e-12
         draws = rng.multinomial(left, pi / pi.sum(), size=extra) + np.asarray(kmin)[None, :]
-        for r in np.flatnonzero((draws > kmax).any(axis=1)):
-            draws[r] = _repair(draws[r], kmax, pi, rng)
-        first += list(draws)
+        first += list(_repair(draws, np.asarray(kmax), pi, rng))
     cats = np.asarray(first, np.int64)
     _, idx = np.unique(cats, axis=0, return_index=True)
     return cats[np.sort(idx)][:max(int(n), 1)]
 
 
-def _repair(k: np.ndarray, kmax: np.ndarray, pi: np.ndarray, rng) -> np.ndarray:
-    """Clip a draw to ``kmax`` and hand what was cut to jobs with room, drawn again by ``pi``."""
-    k = k.copy()
-    cut = int(np.maximum(k - kmax, 0).sum())
-    k = np.minimum(k, kmax)
-    while cut > 0:
-        room = kmax - k
-        p = np.where(room > 0, pi, 0.0)
-        add = np.minimum(rng.multinomial(cut, p / p.sum()), room)
-        k += add
-        cut -= int(add.sum())
+def _repair(draws: np.ndarray, kmax: np.ndarray, pi: np.ndarray, rng) -> np.ndarray:
+    """Clip draws [n, S] to ``kmax`` and hand what was cut from each to its jobs with room,
+    drawn again by ``pi`` (all draws over the limit at once, until none is)."""
+    k = np.minimum(draws, kmax[None, :])
+    cut = (draws - k).sum(axis=1)
+    while np.any(cut > 0):
+        rows = np.flatnonzero(cut > 0)
+        room = kmax[None, :] - k[rows]
+        p = np.where(room > 0, pi[None, :], 0.0)
+        add = np.minimum(rng.multinomial(cut[rows], p / p.sum(axis=1, keepdims=True)), room)
+        k[rows] += add
+        cut[rows] -= add.sum(axis=1)
     return k

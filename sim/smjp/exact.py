@@ -41,16 +41,6 @@ def node_patterns(inst: Instance, i: int) -> np.ndarray:
     return grid[(total >= inst.kmin[i]) & (total <= inst.kmax[i])].astype(np.int64)
 
 
-def _pattern_costs(inst: Instance, i: int, pats: np.ndarray) -> np.ndarray:
-    rows, cols = np.nonzero(pats)
-    indptr = np.zeros(pats.shape[0] + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=pats.shape[0]), out=indptr[1:])
-    n = pats.shape[0]
-    t = inst.model.times(np.full(n, inst.P[i]), np.full(n, inst.grad[i]), indptr,
-                         pats[rows, cols], inst.rho[i, cols], inst.intra[cols], inst.inter[cols])
-    return inst.wait[i] + inst.remaining[i] * t
-
-
 def solve_exact(inst: Instance, max_patterns: int = MAX_PATTERNS, time_limit_s: float = 60.0,
                 beta_f: float = 0.0) -> Solution | None:
     """The placement of least average JCT (HiGHS MILP); None when none exists."""
@@ -59,7 +49,7 @@ def solve_exact(inst: Instance, max_patterns: int = MAX_PATTERNS, time_limit_s: 
         raise ConfigError(f"SMJP exact: {pattern_count(inst):.0f} node patterns per job exceed "
                           f"max_patterns={max_patterns} (use the sampling solver, or fewer workers)")
     pats = [node_patterns(inst, i) for i in range(inst.n_jobs)]
-    costs = [_pattern_costs(inst, i, p) for i, p in enumerate(pats)]
+    costs = [inst.pattern_jct(i, p) for i, p in enumerate(pats)]
     keep = [np.isfinite(c) for c in costs]
     pats = [p[k] for p, k in zip(pats, keep)]
     costs = [c[k] for c, k in zip(costs, keep)]

@@ -95,6 +95,16 @@ class Instance:
     def jct(self, x: np.ndarray) -> np.ndarray:
         return self.wait + self.remaining * self.iteration_times(x)
 
+    def pattern_jct(self, i: int, pats: np.ndarray) -> np.ndarray:
+        """Job i's completion time on each of the placements ``pats`` [n, N] (one row each)."""
+        rows, cols = np.nonzero(pats)
+        n = pats.shape[0]
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+        t = self.model.times(np.full(n, self.P[i]), np.full(n, self.grad[i]), indptr,
+                             pats[rows, cols], self.rho[i, cols], self.intra[cols], self.inter[cols])
+        return self.wait[i] + self.remaining[i] * t
+
     @cached_property
     def isolated(self) -> np.ndarray:
         return self.isolated_times()

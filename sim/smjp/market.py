@@ -27,20 +27,26 @@ from scipy.sparse.csgraph import maximum_flow
 from .instance import Classes, Instance
 from .latency import GBIT_BYTES
 
-__all__ = ["valuations", "matchable", "auction", "lsa_assignment", "local_search", "class_times", "pack",
-           "solve_category"]
+__all__ = ["valuations", "category_valuations", "matchable", "auction", "lsa_assignment",
+           "local_search", "class_times", "pack", "solve_category", "solve_categories"]
 
 
 def valuations(inst: Instance, cls: Classes, K: np.ndarray) -> np.ndarray:
     """float64 [S, C] value of one worker of each class to one slot of each job."""
+    return category_valuations(inst, cls, np.asarray(K)[None, :])[0]
+
+
+def category_valuations(inst: Instance, cls: Classes, cats: np.ndarray) -> np.ndarray:
+    """float64 [n, S, C]: :func:`valuations` of each category ``cats`` [n, S] at once."""
     order = np.argsort(-cls.rho, axis=1, kind="stable")
     capo = cls.cap[order]
     before = np.cumsum(capo, axis=1) - capo
-    take = np.clip(K[:, None] - before, 0, capo)
-    rbar = (take * np.take_along_axis(cls.rho, order, axis=1)).sum(axis=1) / np.maximum(K, 1)
+    take = np.clip(cats[:, :, None] - before[None], 0, capo[None])
+    best = np.take_along_axis(cls.rho, order, axis=1)
+    rbar = (take * best[None]).sum(axis=2) / np.maximum(cats, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(rbar > 0, inst.remaining * inst.P / (K * rbar) ** 2, 0.0)
-    return np.where(cls.rho > 0, scale[:, None] * cls.rho, -np.inf)
+        scale = np.where(rbar > 0, inst.remaining * inst.P / (cats * rbar) ** 2, 0.0)
+    return np.where(cls.rho[None] > 0, scale[:, :, None] * cls.rho[None], -np.inf)
 
 
 #: eps falls by this factor between the auction's eps-scaling phases (our choice, measured:
@@ -49,11 +55,20 @@ EPS_FACTOR = 5.0
 
 
 def _eps_schedule(value: np.ndarray, rel: float) -> np.ndarray:
-    finite = value[np.isfinite(value)]
-    span = float(finite.max() - finite.min()) if finite.size else 0.0
-    span = span if span > 0 else max(float(np.abs(finite).max(initial=0.0)), 1.0)
+    return _eps_schedules(value[None], rel)[0]
+
+
+def _eps_schedules(values: np.ndarray, rel: float) -> np.ndarray:
+    """[n, steps] eps of each market ``values`` [n, S, C]: from a quarter of its span of
+    finite values down by EPS_FACTOR to ``rel`` of it."""
+    finite = np.isfinite(values)
+    hi = np.where(finite, values, -np.inf).max(axis=(1, 2), initial=-np.inf)
+    lo = np.where(finite, values, np.inf).min(axis=(1, 2), initial=np.inf)
+    top = np.where(finite, np.abs(values), 0.0).max(axis=(1, 2), initial=0.0)
+    span = np.where(np.isfinite(hi), hi - lo, 0.0)
+    span = np.where(span > 0, span, np.maximum(top, 1.0))
     steps = int(np.ceil(np.log(0.25 / rel) / np.log(EPS_FACTOR))) + 1
-    return span * 0.25 * np.power(1.0 / EPS_FACTOR, np.arange(steps))
+    return span[:, None] * 0.25 * np.power(1.0 / EPS_FACTOR, np.arange(steps))[None, :]
 
 
 def matchable(allowed: np.ndarray, K: np.ndarray, cap: np.ndarray) -> bool:
@@ -348,8 +363,40 @@ def pack(inst: Instance, y: np.ndarray) -> np.ndarray:
 def solve_category(inst: Instance, K: np.ndarray):
     """The market of one category: (y [S, C], estimated iteration times [S]), or None when
     the category cannot be matched."""
+    return solve_categories(inst, np.asarray(K, np.int64)[None, :])[0]
+
+
+def solve_categories(inst: Instance, cats: np.ndarray, rel_eps: float = 1e-6) -> list:
+    """:func:`solve_category` of each category ``cats`` [n, S], the markets cleared in one
+    Numba call (the same auction as :func:`auction`)."""
     cls = inst.classes
-    y, _ = auction(valuations(inst, cls, K), K, cls.cap)
-    if y is None:
-        return None
-    return y, class_times(inst, y)
+    cats = np.ascontiguousarray(cats, np.int64)
+    values = category_valuations(inst, cls, cats)
+    allowed = np.isfinite(values[0]) if cats.shape[0] else np.ones((0, 0), bool)
+    ok = np.array([matchable(allowed, K, cls.cap) for K in cats], bool)
+    ys, times, cleared = _solve_markets(values, cats, cls.cap.astype(np.int64),
+                                        _eps_schedules(values, rel_eps), ok,
+                                        *_class_args(inst, cls))
+    return [(ys[k], times[k]) if cleared[k] else None for k in range(cats.shape[0])]
+
+
+@njit(cache=True)
+def _solve_markets(values, cats, cap, eps, ok, rho, P, grad, node_max, intra, inter):
+    n, S, C = values.shape
+    ys = np.zeros((n, S, C), np.int64)
+    times = np.full((n, S), np.inf)
+    cleared = np.zeros(n, np.bool_)
+    ext = np.zeros((S + 1, C))
+    for k in range(n):
+        if not ok[k]:
+            continue
+        total = cats[k].sum()
+        capk = np.minimum(cap, total)
+        slots = np.repeat(np.arange(S + 1), np.append(cats[k], capk.sum() - total))
+        ext[:S] = values[k]
+        done, y = _auction(ext, slots, capk, eps[k])
+        if done:
+            ys[k] = y[:S]
+            times[k] = _class_times(ys[k], rho, P, grad, node_max, intra, inter)
+            cleared[k] = True
+    return ys, times, cleared
