@@ -48,6 +48,7 @@ def test_normalized_goodput_of_a_fresh_job_is_one_on_each_one_gpu_config():
     class _M:
         started = np.zeros(1, bool)
         max_seen = np.zeros(1, np.int64)
+        observed = None
 
         @staticmethod
         def oracle_model(j):

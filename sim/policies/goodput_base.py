@@ -34,6 +34,9 @@ class GoodputPolicy(Policy):
     adaptive: ClassVar[bool] = False
     #: application -> fixed global batch of its jobs
     batch_override: ClassVar[dict[str, int]] = {}
+    #: jobs predict with models fitted on what each has run (:mod:`sim.goodput.observed`), not
+    #: their application's profile-fitted model
+    observed_models: bool = False
 
     def __init__(self, placement: str = "consolidated"):
         super().__init__(placement)
@@ -46,7 +49,7 @@ class GoodputPolicy(Policy):
             raise ConfigError(f"policy {self.name} needs a Pollux-model workload (a GoodputOracle; "
                               f"read the workload with sim.goodput.workload.read_goodput_workload)")
         self._jobs = state.jobs
-        self.model = JobModel(state.oracle, state.jobs, self.adaptive, self.batch_override)
+        self.model = JobModel(state.oracle, state.jobs, self.adaptive, self.batch_override, self.observed_models)
         self._decided = False
         self.reset(len(state.jobs))
 
