@@ -111,8 +111,7 @@ class Sia(GoodputPolicy):
         xput = np.array([[single_gpu_throughput(oracle.app(m, t)) for t in cfg.types]
                          for m in range(len(oracle.models))])
         self.ratio = xput[:, :, None] / xput[:, None, :]   # [model, to type, from type]
-        rank = {t: i for i, t in enumerate(SOURCE_ORDER)}
-        self.source_order = sorted(range(len(cfg.types)), key=lambda t: (rank.get(cfg.types[t], len(rank)), t))
+        self.source_order = source_order(cfg.types)
 
     def max_replicas(self, ids: np.ndarray) -> np.ndarray:
         m = self.model
@@ -231,6 +230,13 @@ class Sia(GoodputPolicy):
             place_on_type(nodes, int(cfg.per_node[t]), free, [(int(i), int(cfg.gpus[choice[i]])) for i in order],
                           per_job)
         return csr_plan(per_job)
+
+
+def source_order(types: tuple[str, ...]) -> list[int]:
+    """Indices of ``types`` in the order a projection source is picked: :data:`SOURCE_ORDER`
+    first, then the others as given."""
+    rank = {t: i for i, t in enumerate(SOURCE_ORDER)}
+    return sorted(range(len(types)), key=lambda t: (rank.get(types[t], len(rank)), t))
 
 
 def place_on_type(nodes: np.ndarray, full: int, free: np.ndarray, wants: list[tuple[int, int]],
