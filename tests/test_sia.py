@@ -4,7 +4,7 @@ import pytest
 
 from sim.cluster import cluster_from_groups
 from sim.goodput.sia_configs import sia_configs
-from sim.policies.sia import Sia, place_on_type
+from sim.policies.sia import Sia, place_on_type, source_order
 from sim.policies.sia_ilp import solve_sia_ilp
 
 
@@ -48,6 +48,7 @@ def test_normalized_goodput_of_a_fresh_job_is_one_on_each_one_gpu_config():
     class _M:
         started = np.zeros(1, bool)
         max_seen = np.zeros(1, np.int64)
+        observed = None
 
         @staticmethod
         def oracle_model(j):
@@ -86,3 +87,17 @@ def test_sia_rejects_bad_parameters():
         Sia(p=0.5)
     with pytest.raises(ConfigError):
         Sia(lambda_n=0.9)
+
+
+def test_projection_source_follows_the_sia_simulators_cluster_order():
+    # its cluster_nnodes order is aws (t4), dgx-ext (a100), rtx (rtx2080ti); others after
+    assert source_order(("t4", "rtx2080ti", "a100", "v100")) == [0, 2, 1, 3]
+    assert source_order(("v100", "rtx2080ti")) == [1, 0]
+
+
+def test_sia_throughput_models_parameter():
+    from sim.errors import ConfigError
+    assert Sia().observed_models and Sia().params()["throughput_models"] == "observed"
+    assert not Sia(throughput_models="profile").observed_models
+    with pytest.raises(ConfigError):
+        Sia(throughput_models="oracle")

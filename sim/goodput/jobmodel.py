@@ -11,6 +11,11 @@ What the authors' simulator does in ``Job.step`` / ``Job.update_local_bsz`` (pet
   (Pollux) picks the batch of best predicted goodput (:func:`sim.goodput.goodput.optimize`)
   with the gradient statistics it last observed, and, before it has run at all, uses
   ``max(M0, r * b_min)``; the atomic batch is then capped at ``M_max / (r (s + 1))``;
+* the model it predicts with (:meth:`JobModel.batch_model`) is its application's fitted model,
+  or, with ``observed=True`` (Sia, as the authors' simulator), the model fitted online on the
+  configurations the job has run on that GPU type (:mod:`sim.goodput.observed`; none before it
+  has run there, so the batch is then ``max(M0, r * b_min)``).  A configuration counts as run once
+  the job has trained on it (after any restart delay) for some time before a decision;
 * its **goodput** (progress per second) is measured, not predicted: the profile's step and sync
   times of the placement at that atomic batch and the gradient statistics of the current epoch at
   the global batch give ``gain / (step + s * (step - sync))``;
@@ -28,6 +33,7 @@ from ..state import JobSpecs, Plan, SchedState
 from ..calibration.models import pollux_iter_time
 from ..errors import TraceError
 from .goodput import EPS, gain, optimize, split_batch
+from .observed import ObservedProfiles
 from .oracle import GoodputOracle
 
 __all__ = ["JobModel", "EPOCH_TOL", "placement_counts"]
@@ -53,10 +59,12 @@ class JobModel:
 
     ``adaptive``: choose batch sizes by goodput (Pollux) instead of the workload's fixed batch.
     ``batch_override``: application -> fixed global batch for every job of it.
+    ``observed``: predict with per-job models fitted on what each job has run (Sia's), not the
+    application's profile-fitted model.
     """
 
     def __init__(self, oracle: GoodputOracle, jobs: JobSpecs, adaptive: bool,
-                 batch_override: dict[str, int] | None = None):
+                 batch_override: dict[str, int] | None = None, observed: bool = False):
         self.oracle = oracle
         self.jobs = jobs
         self._model = np.asarray(jobs.model, np.int64)
@@ -73,6 +81,8 @@ class JobModel:
         self.cur_batch = np.zeros(n_jobs)               # global batch of its current configuration
         self.cur_epoch = np.zeros(n_jobs, np.int64)
         self._memo: dict[int, tuple] = {}
+        self.observed = ObservedProfiles() if observed else None
+        self._running: dict[int, list] = {}             # job -> [observation, since, recorded]
 
     # -- progress and epochs ----------------------------------------------
     def epochs(self, state: SchedState) -> np.ndarray:
@@ -93,6 +103,16 @@ class JobModel:
         self.max_seen[ids] = np.maximum(self.max_seen[ids], state.ngpu[state.ngpu > 0])
         self.stat_batch[ids] = self.cur_batch[ids]
         self.stat_epoch[ids] = self.cur_epoch[ids]
+        if self.observed is not None:
+            self._record_runs(state.now)
+
+    def _record_runs(self, now: float) -> None:
+        """Record each configuration that has trained for some time (observed models)."""
+        for j, run in self._running.items():
+            (gpu_type, *conf), since, recorded = run
+            if not recorded and since < now:
+                self.observed.record(j, gpu_type, *conf)
+                run[2] = True
 
     def fixed_batch(self, job: int) -> int:
         model = int(self.oracle_model(job))
@@ -111,10 +131,10 @@ class JobModel:
         ``gpu_type``, where the oracle has per-type profiles)."""
         app = self.oracle.app(self.oracle_model(job), gpu_type)
         fixed = self.fixed_batch(job)
-        if fixed <= 0 and self.adaptive and self.started[job]:
+        theta = self.batch_model(job, gpu_type) if fixed <= 0 and self.adaptive else None
+        if theta is not None:
             sqr, var = app.grad_stats(self.stat_batch[job], self.stat_epoch[job])
-            _, atomic, steps = optimize(self.oracle.model_theta(self.oracle_model(job), gpu_type), sqr, var,
-                                        app.init_batch_size, n, r, app.max_batch_size,
+            _, atomic, steps = optimize(theta, sqr, var, app.init_batch_size, n, r, app.max_batch_size,
                                         (app.min_local_bsz, app.max_local_bsz))
             atomic, steps = int(atomic[0]), int(steps[0])
         else:
@@ -123,10 +143,22 @@ class JobModel:
             atomic, steps = int(a), int(s)
         return min(atomic, int(app.max_batch_size / (r * (steps + 1)))), steps
 
+    def batch_model(self, job: int, gpu_type: str | None = None) -> np.ndarray | None:
+        """The step-time model ``job`` predicts with on ``gpu_type``: the application's fitted model
+        once the job has run, or (``observed``) its own model there; None before that."""
+        if self.observed is not None:
+            return self.observed.theta(job, gpu_type)
+        return self.oracle.model_theta(self.oracle_model(job), gpu_type) if self.started[job] else None
+
     def measured_rate(self, job: int, counts: tuple[int, ...], epoch: int,
                       gpu_type: str | None = None) -> tuple[float, float]:
         """(progress per second, global batch) of ``job`` on placement ``counts`` (of ``gpu_type``)
         in ``epoch``, times the oracle's calibration factor."""
+        return self._measure(job, counts, epoch, gpu_type)[:2]
+
+    def _measure(self, job: int, counts: tuple[int, ...], epoch: int, gpu_type) -> tuple[float, float, tuple]:
+        """(progress per second, global batch, what the job observes there: (GPU type, nodes, GPUs,
+        atomic batch, step time, sync time))."""
         model = self.oracle_model(job)
         app = self.oracle.app(model, gpu_type)
         r, n = sum(counts), len(counts)
@@ -134,38 +166,47 @@ class JobModel:
         batch = r * atomic * (steps + 1)
         sqr, var = app.grad_stats(batch, epoch)
         g = gain(batch, app.init_batch_size, sqr, var)
-        return float(g) * self.oracle.calibration(model) / self._iter_time(model, gpu_type, counts, atomic, steps), \
-            float(batch)
+        step, sync = self._step_sync(model, gpu_type, counts, atomic)
+        rate = float(g) * self.oracle.calibration(model) / (step + steps * (step - sync))
+        return rate, float(batch), (gpu_type, n, r, atomic, step, sync)
 
-    def _iter_time(self, model: int, gpu_type, counts: tuple[int, ...], atomic: int, steps: int) -> float:
-        """Seconds per iteration: the profile's step and sync times; where a placement lies outside
+    def _step_sync(self, model: int, gpu_type, counts: tuple[int, ...], atomic: int) -> tuple[float, float]:
+        """(step, sync) seconds of one atomic step: the profile's; where a placement lies outside
         the profile's measured placements (Sia's per-type profiles reach fewer nodes than their
-        configurations), the fitted model of that type (:data:`MODEL_FALLBACK`)."""
+        configurations), the fitted model of that type, sync = step - compute
+        (:data:`MODEL_FALLBACK`)."""
         app = self.oracle.app(model, gpu_type)
         try:
             step, sync = app.step_times(counts, atomic)
         except TraceError:
             if not (MODEL_FALLBACK and self.oracle.typed):
                 raise
-            return float(pollux_iter_time(self.oracle.model_theta(model, gpu_type), atomic, len(counts),
-                                          sum(counts), steps))
-        return step + steps * (step - sync)
+            theta = self.oracle.model_theta(model, gpu_type)
+            step = float(pollux_iter_time(theta, atomic, len(counts), sum(counts), 0))
+            return step, step - float(theta[0] + theta[1] * atomic)
+        return float(step), float(sync)
 
     def _rate_and_scale(self, job: int, counts: tuple[int, ...], epoch: int,
-                        types: tuple = (None,)) -> tuple[float, float, float]:
-        """(measured rate, global batch, rate / oracle rate), memoized per job while its placement,
-        GPU types, epoch and last statistics stay the same.  A placement over several GPU types
-        runs at its slowest type's rate."""
+                        types: tuple = (None,)) -> tuple[float, float, float, tuple]:
+        """(measured rate, global batch, rate / oracle rate, observation), memoized per job while
+        its placement, GPU types, epoch, last statistics and model stay the same.  A placement over
+        several GPU types runs at its slowest type's rate."""
         key = (counts, types, epoch, float(self.stat_batch[job]), int(self.stat_epoch[job]),
-               bool(self.started[job]))
+               bool(self.started[job]), self._model_version(job, types))
         hit = self._memo.get(job)
         if hit is not None and hit[0] == key:
             return hit[1]
-        rate, batch = min(self.measured_rate(job, counts, epoch, t) for t in types)
+        rate, batch, obs = min((self._measure(job, counts, epoch, t) for t in types), key=lambda m: m[0])
         base = self.oracle.rates(np.array([self._model[job]]), np.array([sum(counts)]), np.array([len(counts)]))[0]
-        out = (rate, batch, rate / base)
+        out = (rate, batch, rate / base, obs)
         self._memo[job] = (key, out)
         return out
+
+    def _model_version(self, job: int, types: tuple) -> tuple:
+        """What the job's observed models on ``types`` were fitted on (() without them)."""
+        if self.observed is None:
+            return ()
+        return tuple(self.observed.count(job, t) for t in types)
 
     def _types(self, state: SchedState, plan: Plan, i: int) -> tuple:
         """GPU types of job ``i``'s planned nodes (``(None,)`` where the oracle is untyped)."""
@@ -174,6 +215,15 @@ class JobModel:
         nodes = plan.nodes[int(plan.indptr[i]):int(plan.indptr[i + 1])]
         names = state.cluster.gpu_types
         return tuple(sorted({names[t] for t in state.cluster.node_type[nodes]}))
+
+    def _note_running(self, running: dict[int, tuple], now: float) -> None:
+        """The configurations placed jobs run from now on (from the end of a restart delay); a
+        job keeping its configuration keeps its start, a job without GPUs drops out."""
+        kept = {}
+        for j, obs in running.items():
+            old = self._running.get(j)
+            kept[j] = old if old is not None and old[0] == obs else [obs, max(now, self.resume_at[j]), False]
+        self._running = kept
 
     # -- the plan -----------------------------------------------------------
     def begin(self, state: SchedState) -> np.ndarray:
@@ -190,6 +240,7 @@ class JobModel:
         prog = state.jobs.work[ids] - state.remaining
         scale = np.ones(k)
         wake = np.inf
+        running: dict[int, tuple] = {}
         for i in range(k):
             new = placement_counts(plan.indptr, plan.nodes, plan.counts, i)
             if not new:
@@ -198,11 +249,14 @@ class JobModel:
             if _moved(state, plan, i):
                 self.resume_at[j] = state.now + (state.jobs.restart_delay[j] if self.restarts[j] >= 0 else 0.0)
                 self.restarts[j] += 1
-            rate, batch, scale[i] = self._rate_and_scale(j, new, int(epoch[i]), self._types(state, plan, i))
+            rate, batch, scale[i], obs = self._rate_and_scale(j, new, int(epoch[i]), self._types(state, plan, i))
+            running[j] = obs
             self.cur_batch[j], self.cur_epoch[j] = batch, epoch[i]
             starts = self.oracle.app(state.jobs.model[j]).epoch_progress
             if epoch[i] + 1 < starts.shape[0]:
                 wake = min(wake, max(state.now, self.resume_at[j]) + (starts[epoch[i] + 1] - prog[i]) / rate)
+        if self.observed is not None:
+            self._note_running(running, state.now)
         wakeup = plan.wakeup
         if np.isfinite(wake):
             wakeup = wake if wakeup is None else min(wakeup, wake)

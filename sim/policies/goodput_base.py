@@ -34,6 +34,9 @@ class GoodputPolicy(Policy):
     adaptive: ClassVar[bool] = False
     #: application -> fixed global batch of its jobs
     batch_override: ClassVar[dict[str, int]] = {}
+    #: jobs predict with models fitted on what each has run (:mod:`sim.goodput.observed`), not
+    #: their application's profile-fitted model
+    observed_models: bool = False
 
     def __init__(self, placement: str = "consolidated"):
         super().__init__(placement)
@@ -47,7 +50,7 @@ class GoodputPolicy(Policy):
                               f"read the workload with sim.goodput.workload.read_goodput_workload"
                               + ("; for rigid jobs use sia-rigid)" if self.name == "sia" else ")"))
         self._jobs = state.jobs
-        self.model = JobModel(state.oracle, state.jobs, self.adaptive, self.batch_override)
+        self.model = JobModel(state.oracle, state.jobs, self.adaptive, self.batch_override, self.observed_models)
         self._decided = False
         self.reset(len(state.jobs))
 

@@ -8,13 +8,19 @@ Every ``round_s`` = 60 s:
   types alike: a Pollux workload on any cluster);
 * **configurations** (type, nodes, GPUs) per GPU type (:func:`sim.goodput.sia_configs.sia_configs`);
   a job may take those with ``1 <= GPUs <= min(max(2 x the most GPUs it has run on, 1), 64,
-  M_max / b_min)``;
+  M_max / b_min)`` (observed models: the most GPUs of a configuration it has trained on, as their
+  ``max_profiled_replicas``);
 * **goodput** of a configuration: the best goodput (batch size and accumulation optimized) of the
-  job's fitted 7-parameter model on that type with the gradient statistics it last measured.  A
-  type the job has not run on is **bootstrapped**: the model of the first type (cluster order) it
-  has run on, at the same GPU count on that type's nodes, times the application's throughput
-  ratio between the two types (:func:`~sim.goodput.sia_configs.single_gpu_throughput`).  A job
-  that has not run yet has goodput 1 on each type's one-GPU configuration and nothing else;
+  job's 7-parameter model on that type with the gradient statistics it last measured.  With
+  ``throughput_models="observed"`` (default, the authors' simulator) that model is fitted online
+  on the configurations the job has run on that type (:mod:`sim.goodput.observed`: one run on 1
+  GPU predicts near-linear scaling, a few runs on one node extrapolate to several nodes from
+  those); with ``"profile"`` it is the application's model fitted on the type's whole profile.
+  A type the job has not run on is **bootstrapped**: the model of the first type it has run on,
+  in :data:`SOURCE_ORDER` (the Sia simulator's cluster order), at the same GPU count on that
+  type's nodes, times the application's throughput ratio between the two types
+  (:func:`~sim.goodput.sia_configs.single_gpu_throughput`).  A job that has not run yet has
+  goodput 1 on each type's one-GPU configuration and nothing else;
 * **normalized goodput**: each row over its smallest non-zero entry (the job's goodput on its
   min configuration);
 * **restart factor** (Pollux's): every configuration but the job's current one is scaled by
@@ -40,7 +46,8 @@ from .goodput_base import GoodputPolicy, csr_plan, current_pairs
 from .registry import register
 from .sia_ilp import MIP_REL_GAP, TIME_LIMIT_S, solve_sia_ilp
 
-__all__ = ["Sia", "place_by_type", "place_on_type", "RESTART_PENALTY_S", "P_FAIRNESS", "LAMBDA_N", "GOODPUT_CLIP"]
+__all__ = ["Sia", "place_by_type", "place_on_type", "RESTART_PENALTY_S", "P_FAIRNESS", "LAMBDA_N", "GOODPUT_CLIP",
+           "SOURCE_ORDER", "THROUGHPUT_MODELS"]
 
 #: fairness power (``sia_default_p_val``)
 P_FAIRNESS = -0.5
@@ -52,6 +59,13 @@ GOODPUT_CLIP = 3000.0
 #: for others).  Not the engine's restart delay (:data:`sim.goodput.sia_profiles.SIA_RESTART_S`).
 RESTART_PENALTY_S = {"deepspeech2": 25.0, "imagenet": 250.0, "cifar10": 30.0, "bert": 120.0, "yolov3": 45.0}
 DEFAULT_RESTART_PENALTY_S = 30.0
+#: the models goodput is predicted with: fitted online on what each job ran (the authors'), or on
+#: each type's whole profile
+THROUGHPUT_MODELS = ("observed", "profile")
+#: GPU types in the Sia simulator's cluster order (``simulator_config.cluster_nnodes``: aws,
+#: dgx-ext, rtx); a job's goodput on a type it has not run on is projected from the first of these
+#: it has run on (other types after these, in the cluster's order)
+SOURCE_ORDER = ("t4", "a100", "rtx2080ti")
 
 
 @register
@@ -62,8 +76,14 @@ class Sia(GoodputPolicy):
 
     def __init__(self, placement: str = "consolidated", p: float = P_FAIRNESS, lambda_n: float = LAMBDA_N,
                  mip_rel_gap: float = MIP_REL_GAP, time_limit_s: float = TIME_LIMIT_S,
-                 max_config_gpus: int = MAX_CONFIG_GPUS, goodput_clip: float = GOODPUT_CLIP):
+                 max_config_gpus: int = MAX_CONFIG_GPUS, goodput_clip: float = GOODPUT_CLIP,
+                 throughput_models: str = "observed"):
         super().__init__(placement)
+        if throughput_models not in THROUGHPUT_MODELS:
+            raise ConfigError(f"policy sia: throughput_models must be one of {THROUGHPUT_MODELS}, "
+                              f"got {throughput_models!r}")
+        self.throughput_models = throughput_models
+        self.observed_models = throughput_models == "observed"
         if p >= 0 or lambda_n <= 1:
             raise ConfigError(f"policy sia: need p < 0 and lambda_n > 1 (Sia's rules), got p={p}, "
                               f"lambda_n={lambda_n}")
@@ -74,7 +94,7 @@ class Sia(GoodputPolicy):
     def params(self) -> dict:
         return {**super().params(), "p": self.p, "lambda_n": self.lambda_n, "mip_rel_gap": self.mip_rel_gap,
                 "time_limit_s": self.time_limit_s, "max_config_gpus": self.max_config_gpus,
-                "goodput_clip": self.goodput_clip}
+                "goodput_clip": self.goodput_clip, "throughput_models": self.throughput_models}
 
     def reset(self, n_jobs: int) -> None:
         self.configs: SiaConfigs | None = None
@@ -91,13 +111,15 @@ class Sia(GoodputPolicy):
         xput = np.array([[single_gpu_throughput(oracle.app(m, t)) for t in cfg.types]
                          for m in range(len(oracle.models))])
         self.ratio = xput[:, :, None] / xput[:, None, :]   # [model, to type, from type]
+        self.source_order = source_order(cfg.types)
 
     def max_replicas(self, ids: np.ndarray) -> np.ndarray:
         m = self.model
         out = np.empty(ids.shape[0], np.int64)
         for i, j in enumerate(ids):
             app = m.oracle.app(m.oracle_model(int(j)))
-            out[i] = min(max(2 * int(m.max_seen[j]), 1), self.max_config_gpus,
+            most = m.observed.most_gpus(int(j)) if m.observed is not None else int(m.max_seen[j])
+            out[i] = min(max(2 * most, 1), self.max_config_gpus,
                          app.max_batch_size // app.min_local_bsz)
         return out
 
@@ -106,22 +128,34 @@ class Sia(GoodputPolicy):
         cfg, m = self.configs, self.model
         model = m.oracle_model(j)
         out = np.zeros(len(cfg))
-        seen = np.flatnonzero(self.seen[j])
-        if not m.started[j] or seen.size == 0:
+        theta = self.job_models(j)
+        if not theta:
             out[cfg.gpus == 1] = 1.0
             return out
         app = m.oracle.app(model)
         sqr, var = app.grad_stats(m.stat_batch[j], m.stat_epoch[j])
+        first = next(t for t in self.source_order if t in theta)
         for t in range(len(cfg.types)):
-            src = t if self.seen[j, t] else int(seen[0])
+            src = t if t in theta else first
             cols = np.flatnonzero(cfg.type_idx == t)
             r = cfg.gpus[cols]
             n = -(-r // cfg.per_node[src])
             a = m.oracle.app(model, cfg.types[src])
-            g = optimize(m.oracle.model_theta(model, cfg.types[src]), sqr, var, app.init_batch_size, n, r,
+            g = optimize(theta[src], sqr, var, app.init_batch_size, n, r,
                          app.max_batch_size, (a.min_local_bsz, a.max_local_bsz))[0]
             out[cols] = g * (1.0 if src == t else self.ratio[model, t, src])
         return out
+
+    def job_models(self, j: int) -> dict[int, np.ndarray]:
+        """Type index -> the step-time model job ``j`` predicts with there, for the types it has a
+        model on (observed: has trained on; profile: has been placed on)."""
+        m, types = self.model, self.configs.types
+        if m.observed is not None:
+            out = {t: m.observed.theta(j, types[t]) for t in range(len(types))}
+            return {t: th for t, th in out.items() if th is not None}
+        if not m.started[j]:
+            return {}
+        return {int(t): m.oracle.model_theta(m.oracle_model(j), types[t]) for t in np.flatnonzero(self.seen[j])}
 
     def normalized_goodputs(self, ids: np.ndarray) -> np.ndarray:
         """``S[i, c]``: goodput over the job's smallest non-zero goodput (0 where invalid)."""
@@ -204,6 +238,13 @@ def place_by_type(state: SchedState, kept: np.ndarray, job_type: np.ndarray, job
         order = mine[np.argsort(-job_gpus[mine], kind="stable")]
         place_on_type(nodes, int(per_node[t]), free, [(int(i), int(job_gpus[i])) for i in order], per_job)
     return csr_plan(per_job)
+
+
+def source_order(types: tuple[str, ...]) -> list[int]:
+    """Indices of ``types`` in the order a projection source is picked: :data:`SOURCE_ORDER`
+    first, then the others as given."""
+    rank = {t: i for i, t in enumerate(SOURCE_ORDER)}
+    return sorted(range(len(types)), key=lambda t: (rank.get(types[t], len(rank)), t))
 
 
 def place_on_type(nodes: np.ndarray, full: int, free: np.ndarray, wants: list[tuple[int, int]],
