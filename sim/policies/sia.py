@@ -46,7 +46,7 @@ from .goodput_base import GoodputPolicy, csr_plan, current_pairs
 from .registry import register
 from .sia_ilp import MIP_REL_GAP, TIME_LIMIT_S, solve_sia_ilp
 
-__all__ = ["Sia", "place_by_type", "place_on_type", "RESTART_PENALTY_S", "P_FAIRNESS", "LAMBDA_N", "GOODPUT_CLIP",
+__all__ = ["Sia", "place_by_type", "place_on_type", "realloc_factor", "RESTART_PENALTY_S", "P_FAIRNESS", "LAMBDA_N", "GOODPUT_CLIP",
            "SOURCE_ORDER", "THROUGHPUT_MODELS"]
 
 #: fairness power (``sia_default_p_val``)
@@ -168,9 +168,7 @@ class Sia(GoodputPolicy):
         names = self.model.oracle.models
         d = np.array([RESTART_PENALTY_S.get(names[mi], DEFAULT_RESTART_PENALTY_S) for mi in state.jobs.model[ids]])
         age = state.now - state.jobs.arrival[ids]
-        restarts = np.maximum(self.model.restarts[ids], 0)
-        f = np.maximum(age - restarts * d, 0.0) / (age + d)
-        return np.where(age < d, 1.0, f)
+        return np.where(age < d, 1.0, realloc_factor(age, np.maximum(self.model.restarts[ids], 0), d))
 
     def costs(self, state: SchedState, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(A = round(S^p, 2) clipped, valid) of the active jobs, S with the restart factor."""
@@ -218,6 +216,12 @@ class Sia(GoodputPolicy):
         kept = chosen & (choice == self.prev[state.active])
         col = np.maximum(choice, 0)
         return place_by_type(state, kept, np.where(chosen, cfg.type_idx[col], -1), cfg.gpus[col], cfg.per_node)
+
+
+def realloc_factor(age: np.ndarray, restarts: np.ndarray, penalty_s) -> np.ndarray:
+    """Pollux's re-allocation factor as Sia applies it: ``max(age - restarts d, 0) / (age + d)``
+    (each caller adds its own rule for jobs too young to be penalized)."""
+    return np.maximum(age - restarts * penalty_s, 0.0) / (age + penalty_s)
 
 
 def place_by_type(state: SchedState, kept: np.ndarray, job_type: np.ndarray, job_gpus: np.ndarray,

@@ -29,7 +29,8 @@ from ..errors import ConfigError
 from ..state import Plan, SchedState
 from .base import Policy
 from .registry import register
-from .sia import DEFAULT_RESTART_PENALTY_S, GOODPUT_CLIP, LAMBDA_N, P_FAIRNESS, place_by_type
+from .sia import (DEFAULT_RESTART_PENALTY_S, GOODPUT_CLIP, LAMBDA_N, P_FAIRNESS, place_by_type,
+                  realloc_factor)
 from .sia_ilp import MIP_REL_GAP, TIME_LIMIT_S, solve_sia_ilp
 
 __all__ = ["SiaRigid", "rigid_goodputs", "rigid_restart_factors"]
@@ -45,11 +46,10 @@ def rigid_goodputs(rates: np.ndarray, gpus: np.ndarray) -> np.ndarray:
 
 
 def rigid_restart_factors(age: np.ndarray, restarts: np.ndarray, attained_gpu_s: np.ndarray,
-                          penalty_s: np.ndarray) -> np.ndarray:
+                          penalty_s) -> np.ndarray:
     """Sia's re-allocation factor of rigid jobs: ``max(age - restarts d, 0) / (age + d)``, 1 while
     the attained service (GPU-seconds) is below ``d``."""
-    f = np.maximum(age - restarts * penalty_s, 0.0) / (age + penalty_s)
-    return np.where(attained_gpu_s < penalty_s, 1.0, f)
+    return np.where(attained_gpu_s < penalty_s, 1.0, realloc_factor(age, restarts, penalty_s))
 
 
 @register
@@ -131,7 +131,7 @@ class SiaRigid(Policy):
         self._check_runnable(state, g)
         factor = rigid_restart_factors(state.now - state.jobs.arrival[ids], np.maximum(self.restarts[ids], 0),
                                        np.asarray(state.attained_gpu_s, np.float64),
-                                       np.full(ids.shape[0], self.restart_penalty_s))
+                                       self.restart_penalty_s)
         scaled = np.where((np.arange(n_types)[None, :] == cur[:, None]) | (cur[:, None] < 0), g, g * factor[:, None])
         s = scaled[:, col_type]                                           # [J, C]
         valid = (s > 0) & (col_gpus[None, :] == demand[:, None])
