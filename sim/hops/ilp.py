@@ -30,13 +30,11 @@ in pyproject.toml and import ``highspy._core`` instead).
 """
 from __future__ import annotations
 
-import os
-import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..quiet import quiet_stdout
 from .configs import Configs
 
 # HiGHS' own Python bindings as scipy (>= 1.15, a declared dependency) ships them: the same API
@@ -105,27 +103,8 @@ def _highs(cfg: Configs, w: np.ndarray, n_jobs: int, capacity: np.ndarray, integ
     return h
 
 
-@contextmanager
-def _quiet_stdout():
-    """HiGHS 1.12 prints a debug line from C++ (``transformNewIntegerFeasibleSolution``) even with
-    ``output_flag`` off: route file descriptor 1 to /dev/null while it runs."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, ValueError, OSError):       # captured stdout: nothing to silence
-        yield
-        return
-    sys.stdout.flush()
-    saved, null = os.dup(fd), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, fd)
-        yield
-    finally:
-        os.dup2(saved, fd)
-        os.close(saved), os.close(null)
-
-
 def _run(h) -> tuple[np.ndarray | None, str]:
-    with _quiet_stdout():
+    with quiet_stdout():
         h.run()
     status = h.modelStatusToString(h.getModelStatus())
     x = np.asarray(h.getSolution().col_value, float)

@@ -22,6 +22,7 @@ from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from ..errors import ConfigError
+from ..quiet import quiet_stdout
 
 __all__ = ["IlpResult", "solve_sia_ilp", "MIP_REL_GAP", "TIME_LIMIT_S"]
 
@@ -83,9 +84,10 @@ def _solve(obj, j, c, col_type, col_gpus, n_jobs, lo, cap, integral, gap, limit)
     per_type = sparse.csr_array((col_gpus[c].astype(float), (col_type[c], np.arange(n_var))),
                                 shape=(cap.shape[0], n_var))
     cons = [LinearConstraint(per_job, -np.inf, 1.0), LinearConstraint(per_type, -np.inf, cap)]
-    res = milp(obj, constraints=cons, integrality=np.full(n_var, 1 if integral else 0),
-               bounds=Bounds(lo, np.ones(n_var)),
-               options={"mip_rel_gap": float(gap), "time_limit": float(limit), "disp": False})
+    with quiet_stdout():
+        res = milp(obj, constraints=cons, integrality=np.full(n_var, 1 if integral else 0),
+                   bounds=Bounds(lo, np.ones(n_var)),
+                   options={"mip_rel_gap": float(gap), "time_limit": float(limit), "disp": False})
     if res.x is None:
         raise ConfigError(f"Sia ILP: HiGHS found no solution (status {res.status}: {res.message})")
     out = res.x if not integral else res.x > 0.5

@@ -20,6 +20,7 @@ from scipy.optimize import LinearConstraint, milp
 from scipy.sparse import coo_matrix, vstack
 
 from ..errors import ConfigError
+from ..quiet import quiet_stdout
 from .instance import Instance
 from .sampling import Solution, solution
 
@@ -63,8 +64,9 @@ def solve_exact(inst: Instance, max_patterns: int = MAX_PATTERNS, time_limit_s: 
     lb = np.concatenate([np.ones(inst.n_jobs), np.zeros(inst.cap.size)])
     ub = np.concatenate([np.ones(inst.n_jobs), inst.cap.astype(float)])
     scale = max(float(np.abs(c).max()), 1e-300)
-    res = milp(c / scale, constraints=LinearConstraint(a, lb, ub), integrality=np.ones(c.size),
-               bounds=(0, 1), options={"time_limit": float(time_limit_s), "mip_rel_gap": 1e-9})
+    with quiet_stdout():
+        res = milp(c / scale, constraints=LinearConstraint(a, lb, ub), integrality=np.ones(c.size),
+                   bounds=(0, 1), options={"time_limit": float(time_limit_s), "mip_rel_gap": 1e-9})
     if res.x is None:
         return None
     chosen = np.flatnonzero(res.x > 0.5)
