@@ -13,7 +13,7 @@ Parts (every setting ours [I]; docs/smjp.md reports the numbers):
 * ``e2e``: average JCT of FIFO, Tiresias, Gavel's heterogeneity-aware LAS
   (gavel-max-min-fairness-perf) and SMJP on ``sia-64`` and ``hops-512``, 5 seeds, 95%
   t-intervals; the baselines both under the oracle's slowest-worker rule and with SMJP's
-  proportional rate model (sim.smjp.ProportionalRates).  Sia itself is not in clustersim.
+  proportional rate model (sim.smjp.ProportionalRates).  Sia is `sia-rigid` (its rigid-job path).
 * ``ablation``: a cluster of 2-GPU nodes of two types where most jobs must mix types: FIFO
   (slowest worker), FIFO with proportional assignment, SMJP with FIFO admission, SMJP.
 
@@ -208,7 +208,7 @@ def part_fairness(n_instances: int, seed: int) -> list[dict]:
 
 
 # -- (e) end to end, and the ablation -------------------------------------------------------------
-BASELINES = ("fifo", "tiresias", "gavel-max-min-fairness-perf")
+BASELINES = ("fifo", "tiresias", "gavel-max-min-fairness-perf", "sia-rigid")
 
 
 def _policy(name: str, proportional: bool, **params):
