@@ -2,27 +2,31 @@
 
 Columns (:data:`JOB_SCHEMA`; units are seconds):
 
-============== ================ ========= =====================================================
-column         type             nullable  meaning
-============== ================ ========= =====================================================
-job_id         int64            no        unique id (default: the input row number)
-arrival_s      float64          no        submission time, >= 0
-user           string           no        submitting user (default "")
-vc             string           no        virtual cluster / tenant (default "")
-gpus           int32            no        requested GPUs; for elastic jobs the preferred count
-gpus_min       int32            no        fewest GPUs the job runs on (default: gpus, or
-                                          min(gpus_allowed))
-gpus_max       int32            no        most GPUs the job uses (default: gpus, or
-                                          max(gpus_allowed))
-gpus_allowed   list<int32>      yes       finite set of allowed counts (Hops' requirement set);
-                                          null = any count in [gpus_min, gpus_max]
-iterations     float64          yes       total work in iterations
-duration_s     float64          yes       total work as run time on the reference GPU type
-                                          (v100) at ``gpus`` GPUs, consolidated
-model          string           no        model name, a key of the throughput table
-batch_size     int32            no        global batch size; 0 = unknown (default 0)
-priority       float64          no        priority weight (default 1.0)
-============== ================ ========= =====================================================
+================= ================ ========= =====================================================
+column            type             nullable  meaning
+================= ================ ========= =====================================================
+job_id            int64            no        unique id (default: the input row number)
+arrival_s         float64          no        submission time, >= 0
+user              string           no        submitting user (default "")
+vc                string           no        virtual cluster / tenant (default "")
+gpus              int32            no        requested GPUs; for elastic jobs the preferred count
+gpus_min          int32            no        fewest GPUs the job runs on (default: gpus, or
+                                             min(gpus_allowed))
+gpus_max          int32            no        most GPUs the job uses (default: gpus, or
+                                             max(gpus_allowed))
+gpus_allowed      list<int32>      yes       finite set of allowed counts (Hops' requirement set);
+                                             null = any count in [gpus_min, gpus_max]
+iterations        float64          yes       total work in iterations
+duration_s        float64          yes       total work as run time on the reference GPU type
+                                             (v100) at ``gpus`` GPUs, consolidated
+model             string           no        model name, a key of the throughput table
+batch_size        int32            no        global batch size; 0 = unknown (default 0)
+priority          float64          no        priority weight (default 1.0)
+budget_iterations float64          yes       the user's budget: the iterations the user asked for
+                                             (in the unit of the job's work, see below); null = no
+                                             budget.  Read by the learning simulator for
+                                             time-to-accuracy jobs (sim.learning, docs/eghs.md)
+================= ================ ========= =====================================================
 
 Exactly one of ``iterations`` / ``duration_s`` is non-null in each row.  Required input columns:
 ``arrival_s``, ``gpus``, ``model`` and at least one of ``iterations`` / ``duration_s``; the others
@@ -32,7 +36,17 @@ the file, the 0-based data row of the input and the field): 0 <= arrival <= 1e10
 1 <= gpus_min <= gpus <= gpus_max; allowed counts >= 1, inside [gpus_min, gpus_max] and containing
 gpus; exactly one of iterations / duration_s; work > 0 and finite, duration_s <= 1e10 s; priority
 finite and >= 0;
-batch_size >= 0; job_id unique.  The table is then sorted by (arrival_s, job_id).
+batch_size >= 0; budget_iterations null or > 0 and finite; job_id unique.  The table is then sorted
+by (arrival_s, job_id).
+
+The budget is what the user asked for, not the work the simulator runs: ``iterations`` /
+``duration_s`` is the truth (for a time-to-accuracy job, the work to its target), and no rule ties
+the budget to it, since a user may ask for more than the target needs (the usual case, and the only
+one :func:`sim.learning.workload.learning_workload` generates) or for less.  Its unit is the
+work's: iterations at the job's requested batch, i.e. the ``iterations`` column's unit, or for a
+row with ``duration_s`` the iterations that duration makes at the reference rate
+(:meth:`JobTable.work_iterations`).  Files written before the column existed (schema
+``jobs/1``) read with every budget null.
 
 In CSV files ``gpus_allowed`` is written as ``"1|2|4"`` (empty = null).
 """
@@ -67,7 +81,8 @@ JOB_SCHEMA = pa.schema([
     pa.field("model", pa.string(), nullable=False),
     pa.field("batch_size", pa.int32(), nullable=False),
     pa.field("priority", pa.float64(), nullable=False),
-], metadata={"clustersim.schema": "jobs/1"})
+    pa.field("budget_iterations", pa.float64(), nullable=True),
+], metadata={"clustersim.schema": "jobs/2"})
 
 REQUIRED_COLUMNS = ("arrival_s", "gpus", "model")
 
@@ -146,6 +161,18 @@ class JobTable:
             else:
                 pq.write_table(self.table, tmp)
 
+    def with_budgets(self, budget) -> "JobTable":
+        """This table with ``budget_iterations`` set to ``budget`` (one value per job in table
+        order; NaN: no budget), validated like any input."""
+        b = np.asarray(budget, float)
+        if b.shape != (len(self),):
+            raise ConfigError(f"{self.source}: need one budget per job ({len(self)}), got shape {b.shape}")
+        t = self.table
+        col = pa.array(b, pa.float64(), mask=np.isnan(b))
+        out = JobTable.from_table(t.set_column(t.schema.get_field_index("budget_iterations"),
+                                               "budget_iterations", col), self.source)
+        return JobTable(out.table, self.source, self.skipped)
+
     # ----------------------------------------------------------------- accessors
     def __len__(self) -> int:
         return self.table.num_rows
@@ -197,6 +224,11 @@ class JobTable:
     @property
     def priority(self) -> np.ndarray:
         return self._col("priority")
+
+    @property
+    def budget_iterations(self) -> np.ndarray:
+        """float64, NaN where null (no budget)."""
+        return self._col("budget_iterations", np.nan)
 
     @property
     def batch_size(self) -> np.ndarray:
@@ -323,7 +355,7 @@ def _read_csv(path: Path) -> tuple[pa.Table, np.ndarray]:
     rows are lines - 2: the header is line 1)."""
     types = {"user": pa.string(), "vc": pa.string(), "model": pa.string(), "gpus_allowed": pa.string(),
              "iterations": pa.float64(), "duration_s": pa.float64(), "arrival_s": pa.float64(),
-             "priority": pa.float64()}
+             "priority": pa.float64(), "budget_iterations": pa.float64()}
     with CheckedUtf8(path) as stream:
         t = pacsv.read_csv(stream, convert_options=pacsv.ConvertOptions(column_types=types,
                                                                         strings_can_be_null=False))
@@ -405,7 +437,7 @@ def _validate(t: pa.Table, source: str, *, skip_invalid: bool, require_sorted: b
         cols["batch_size"] = pa.chunked_array([pa.array(np.zeros(n, np.int32))])
     if "priority" not in cols:
         cols["priority"] = pa.chunked_array([pa.array(np.ones(n))])
-    for c in ("iterations", "duration_s"):
+    for c in ("iterations", "duration_s", "budget_iterations"):
         if c not in cols:
             cols[c] = pa.chunked_array([pa.nulls(n, pa.float64())])
     if "gpus_allowed" not in cols:
@@ -501,6 +533,9 @@ def _validate(t: pa.Table, source: str, *, skip_invalid: bool, require_sorted: b
          lambda r: f"duration_s {fmt_num(du[r])} s is beyond the horizon of {fmt_num(MAX_TIME_S)} s")
     prio = num("priority", 1.0)
     flag(~np.isfinite(prio) | (prio < 0), "priority", lambda r: f"priority {fmt_num(prio[r])} must be finite and >= 0")
+    budget = num("budget_iterations", 1.0)
+    flag(~(budget > 0) | ~np.isfinite(budget), "budget_iterations",
+         lambda r: f"budget_iterations {fmt_num(budget[r])} must be > 0 and finite (or empty: no budget)")
     bs = num("batch_size", 0)
     flag(bs < 0, "batch_size", lambda r: f"batch size {int(bs[r])} must be >= 0")
     model_empty = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(cols["model"]), ""), True).to_numpy(zero_copy_only=False)

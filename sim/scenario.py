@@ -50,15 +50,20 @@ class Scenario:
     skip_invalid: bool = False            # drop (and count) jobs that cannot run, else an error
     progress: bool = False
     policy_params: dict = field(default_factory=dict)   # policy name -> {parameter: value}
-    #: generate the EGHS experiment's workload (sim.learning.workload): elastic time-to-accuracy
-    #: jobs with learning profiles and user budgets, each run with its learning simulator
+    #: time-to-accuracy jobs, each policy run with the learning simulator (sim.learning): with
+    #: ``workload="generate"`` the EGHS experiment's workload (sim.learning.workload: elastic
+    #: jobs with learning profiles and user budgets); else a canonical job table's jobs, whose
+    #: ``budget_iterations`` column gives the user budgets (drawn where it is empty)
     learning: bool = False
 
     def __post_init__(self):
-        if self.learning and self.workload != "generate":
-            raise ConfigError(f"--learning generates its workload (elastic time-to-accuracy jobs with "
-                              f"learning profiles): use it with --workload generate, not "
-                              f"{clip(repr(self.workload))}")
+        if self.learning and self.workload != "generate" and self.trace_format not in (None, "jobs"):
+            self._not_for_learning(self.trace_format)
+
+    def _not_for_learning(self, fmt: str):
+        raise ConfigError(f"--learning runs time-to-accuracy jobs of --workload generate or of a "
+                          f"canonical job table (format 'jobs'), not {clip(repr(self.workload))} "
+                          f"(format {fmt!r})")
 
     def build(self) -> tuple[Cluster, JobTable, TableThroughput]:
         """The cluster, the workload and the oracle.  A trace file runs its recorded run times
@@ -72,6 +77,11 @@ class Scenario:
 
     def _build(self):
         cluster = load_cluster(self.cluster)
+        if self.learning and self.workload != "generate":
+            from .traces import detect_format
+            fmt = self.trace_format or detect_format(self.workload)
+            if fmt != "jobs":
+                self._not_for_learning(fmt)
         if self.workload != "generate" and is_pollux_workload(self.workload):
             table, goodput_oracle = read_goodput_workload(self.workload)
             if self.throughputs:

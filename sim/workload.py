@@ -320,6 +320,7 @@ def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
         "model": pa.array(names.tolist(), pa.string()),
         "batch_size": pa.array(batch),
         "priority": pa.array(prio),
+        "budget_iterations": pa.nulls(n, pa.float64()),
     }).cast(JOB_SCHEMA)
     src = f"<generated: n={n}, load={load_jobs_per_hour}/h, seed={seed}, sizes={sizes}, durations={durations}>"
     return JobTable.from_table(t, src)

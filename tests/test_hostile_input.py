@@ -424,7 +424,7 @@ _COLUMNS = {"philly": "timestamp,duration,num_gpus,gpu_time,cluster",
             "acme": "job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,start_time,end_time,"
                     "duration,queue",
             "pollux": "name,time,application,num_replicas,batch_size",
-            "jobs": "job_id,arrival_s,gpus,model,duration_s,iterations,priority,gpus_allowed",
+            "jobs": "job_id,arrival_s,gpus,model,duration_s,iterations,priority,gpus_allowed,budget_iterations",
             "openb-nodes": "sn,cpu_milli,memory_mib,gpu,model",
             "pai-machines": "machine,gpu_type,cap_cpu,cap_mem,cap_gpu",
             "spot-nodes": "gpu_model,gpu_capacity_num,cpu_num,node_name",

@@ -6,6 +6,7 @@ import pytest
 
 from engine_helpers import LinearOracle, small_cluster, specs
 from sim.engine import EngineConfig, run_jobs
+from sim.errors import ConfigError
 from sim.learning.spec import LearningSpec
 from sim.learning.world import LearningWorld
 from sim.policies import get_policy
@@ -75,6 +76,44 @@ def test_budget_over_estimates_with_the_documented_distribution():
     spec = LearningSpec.build(20000, ["m0"], np.ones(20000), seed=3)
     assert spec.budget_factor.min() >= 1.0
     assert spec.budget_factor.mean() == pytest.approx(1.5, abs=0.02)
+
+
+def test_observed_budgets_are_the_given_ones_by_hand():
+    # two TTA jobs of work 100 and 40 whose users asked for 250 and 60 iterations: the policy
+    # sees exactly those, not the spec's drawn factor x work
+    jobs = specs([0.0, 0.0], [1, 2], [100.0, 40.0])
+    w = _world(jobs, budget=np.array([250.0, 60.0]))
+    assert w.spec.budget_factor is not None and not np.allclose(w.spec.budget_factor, [2.5, 1.5])
+    st = w.observe(_state(jobs, [100.0, 40.0], ngpu=(0, 0)))
+    np.testing.assert_array_equal(st.learning.budget, [250.0, 60.0])
+
+
+def test_missing_budgets_fall_back_to_the_drawn_factor():
+    jobs = specs([0.0, 0.0], [1, 1], [100.0, 40.0])
+    drawn = _world(jobs, seed=4)
+    w = _world(jobs, seed=4, budget=np.array([np.nan, 60.0]))
+    np.testing.assert_array_equal(w.budget, [100.0 * drawn.spec.budget_factor[0], 60.0])
+    np.testing.assert_array_equal(drawn.budget, jobs.work * drawn.spec.budget_factor)
+
+
+def test_an_iteration_job_budget_is_its_work():
+    jobs = specs([0.0, 0.0], [1, 1], [100.0, 40.0])
+    spec = LearningSpec.build(2, ["m0"], jobs.gpus_max, mode=np.array([1, 0]), quality=0.9,
+                              budget=np.array([np.nan, 40.0]))
+    w = LearningWorld(spec)
+    w.start(jobs)                                      # the work itself: consistent
+    assert w.budget[1] == 40.0
+    spec = LearningSpec.build(2, ["m0"], jobs.gpus_max, mode=np.array([1, 0]), quality=0.9,
+                              budget=np.array([np.nan, 50.0]))
+    with pytest.raises(ConfigError, match="row 1 of the job table runs a fixed number of iterations"):
+        LearningWorld(spec).start(jobs)
+
+
+@pytest.mark.parametrize("budget,match", [([1.0], "one value per job"), ([1.0, -1.0], "job 1"),
+                                          ([np.inf, 1.0], "job 0")])
+def test_given_budgets_are_checked(budget, match):
+    with pytest.raises(ConfigError, match=match):
+        LearningSpec.build(2, ["m0"], np.ones(2), budget=np.array(budget))
 
 
 class _Spy:

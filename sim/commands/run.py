@@ -27,9 +27,11 @@ def register(sub) -> None:
     run.add_argument("--trace-format", default=None,
                      help="format of the --workload file (default: detected from its name and header)")
     run.add_argument("--learning", action="store_true",
-                     help="with --workload generate: the EGHS experiment's workload, elastic "
-                          "time-to-accuracy jobs with learning profiles and user budgets, each "
-                          "policy run with the learning simulator (docs/eghs.md)")
+                     help="time-to-accuracy jobs, each policy run with the learning simulator "
+                          "(docs/eghs.md): with --workload generate the EGHS experiment's workload, "
+                          "elastic jobs with learning profiles and user budgets; with a canonical "
+                          "job table (format 'jobs') its jobs, the budget_iterations column giving "
+                          "the user budgets")
     run.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="jobs to generate")
     run.add_argument("--load", type=float, default=DEFAULT_LOAD, help="arrival rate, jobs per hour")
     run.add_argument("--sizes", choices=("gavel", "philly", "single"), default="gavel",
@@ -97,7 +99,8 @@ def _run(args) -> None:
     info = sys.stdout if args.format == "table" else sys.stderr
     cluster, table, _ = sc.build()
     print(f"cluster: {cluster.describe()}", file=info)
-    kind = f"{args.workload}, learning: elastic time-to-accuracy" if args.learning else args.workload
+    kind = f"{args.workload}, learning: {_learning_kind(args.workload, table)}" if args.learning \
+        else args.workload
     print(f"workload: {len(table)} jobs ({kind}), seed {args.seed}", file=info)
     skipped = getattr(table, "skipped", None) or []
     if skipped:
@@ -113,6 +116,16 @@ def _run(args) -> None:
     if args.profile:
         for name, res in results.items():
             print(profile_line(name, res.profile), file=sys.stderr)
+
+
+def _learning_kind(workload: str, table) -> str:
+    """What a --learning run's jobs are: generated, or a job table's with its budgets counted."""
+    if workload == "generate":
+        return "elastic time-to-accuracy"
+    import numpy as np
+    given = int(np.count_nonzero(~np.isnan(table.budget_iterations)))
+    return (f"time-to-accuracy, user budgets from the table for {given} of {len(table)} jobs"
+            + (" (the others drawn)" if given < len(table) else ""))
 
 
 def profile_line(name: str, prof: dict) -> str:

@@ -7,9 +7,9 @@ time-to-accuracy job the state's ``remaining`` and ``jobs.work`` are NaN: the ex
 to the target is not observable.  What is:
 
 * ``tta``: the job stops at a target metric (else after its iterations);
-* ``budget``: the work the user asked for (reference steps, see below): for a
-  time-to-accuracy job an over-estimate of the work to the target (the job stops earlier);
-  for an iteration job the work itself;
+* ``budget``: the work the user asked for (reference steps, see below; the job table's
+  ``budget_iterations`` where given): for a time-to-accuracy job usually an over-estimate of
+  the work to the target (the job stops earlier); for an iteration job the work itself;
 * ``done``: work done so far, in reference steps: samples processed / ``M0`` (``M0 =
   demand x per-GPU batch``, the batch at the requested size); the unit of ``budget``;
 * ``quality``: the target, as the fraction ``q`` of its model family's achievable metric

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import ConfigError
 from .surrogate import LearningSurrogate, load_surrogate
 
-__all__ = ["DynamicsConfig", "LearningSpec", "entropy_curve", "MODES"]
+__all__ = ["DynamicsConfig", "LearningSpec", "entropy_curve", "budget_factors", "MODES", "BUDGET_SLACK"]
 
 MODES = {"iterations": 0, "tta": 1}
 #: mean relative over-estimate of a user's budget over the work to the target [I]: users ask
@@ -102,6 +102,29 @@ def entropy_curve(x, q, kappa, H0: float, H_inf: float) -> np.ndarray:
     return H_inf + (H0 - H_inf) * np.power(1.0 - np.asarray(q, float), np.power(x, kappa))
 
 
+def budget_factors(n_jobs: int, seed: int, slack: float = BUDGET_SLACK) -> np.ndarray:
+    """The users' budgets over the work to the target: ``1 + Exponential(mean slack)`` per job,
+    seeded by ``seed`` on a stream of their own (so no other draw depends on them)."""
+    if not slack >= 0:
+        raise ConfigError("budget_slack must be >= 0")
+    rng = np.random.Generator(np.random.PCG64([int(seed), 0xB0D6]))
+    return 1.0 + rng.exponential(1.0, int(n_jobs)) * float(slack)
+
+
+def _given_budgets(budget, n: int) -> np.ndarray | None:
+    """Per-job budgets (reference steps; NaN: none given) as a float64 array, checked."""
+    if budget is None:
+        return None
+    b = np.asarray(budget, float)
+    if b.shape != (n,):
+        raise ConfigError(f"budget must be one value per job ({n}), got shape {b.shape}")
+    bad = np.flatnonzero(~np.isnan(b) & ~((b > 0) & np.isfinite(b)))
+    if bad.size:
+        raise ConfigError(f"budget of job {int(bad[0])} is {b[bad[0]]!r}: must be > 0 and finite "
+                          f"(NaN: no budget given)")
+    return b.copy()
+
+
 @dataclass(frozen=True, eq=False)
 class LearningSpec:
     """Static learning facts of every job of a run (arrays indexed by job id).
@@ -122,6 +145,10 @@ class LearningSpec:
     epoch_samples: np.ndarray | None = None   # float64 [n_jobs]; None: the profile's dataset
     #: float64 [n_jobs]: the user's budget over the work to the target (>= 1); None: 1
     budget_factor: np.ndarray | None = None
+    #: float64 [n_jobs]: budgets given by the job table (reference steps, its
+    #: ``budget_iterations`` column); NaN where none is given (then ``budget_factor`` applies);
+    #: None: none given
+    budget: np.ndarray | None = None
 
     @property
     def n_jobs(self) -> int:
@@ -135,7 +162,7 @@ class LearningSpec:
     def build(cls, n_jobs: int, model_names: Sequence[str], gpus_max, *, mode: str = "tta",
               quality=(0.90, 0.97), local_batch=None, sigma_d: float = 0.2, seed: int = 0,
               surrogate: LearningSurrogate | None = None, trace=None,
-              epoch_samples=None, budget_slack: float = BUDGET_SLACK) -> "LearningSpec":
+              epoch_samples=None, budget_slack: float = BUDGET_SLACK, budget=None) -> "LearningSpec":
         """Learning facts for ``n_jobs`` jobs.
 
         ``mode``: "tta" or "iterations" (all jobs), or a per-job array of 0/1.
@@ -145,7 +172,9 @@ class LearningSpec:
         samples per epoch (one value or one per job); default the profile's dataset size.
         ``budget_slack``: the users' budgets (``LearningObservation.budget``) over-estimate
         the work to the target by a factor ``1 + Exponential(mean budget_slack)`` per job
-        (seeded; its own random stream, so the other draws do not depend on it).
+        (seeded; its own random stream, so the other draws do not depend on it).  ``budget``:
+        budgets given per job (reference steps; NaN: none, the factor applies), e.g. a job
+        table's ``budget_iterations`` (:meth:`for_workload`).
         """
         n = int(n_jobs)
         sur = surrogate if surrogate is not None else load_surrogate()
@@ -188,18 +217,16 @@ class LearningSpec:
             es = np.broadcast_to(np.asarray(epoch_samples, float), (n,)).copy()
             if not np.all(es > 0):
                 raise ConfigError("epoch_samples must be > 0")
-        if not budget_slack >= 0:
-            raise ConfigError("budget_slack must be >= 0")
-        brng = np.random.Generator(np.random.PCG64([int(seed), 0xB0D6]))
-        bf = 1.0 + brng.exponential(1.0, n) * float(budget_slack)
+        bf = budget_factors(n, seed, budget_slack)
         return cls(model_names=names, surrogate=sur, profile=prof, mode=modes, quality=q,
                    local_batch=lb, difficulty=diff, seed=int(seed), trace=trace, epoch_samples=es,
-                   budget_factor=bf)
+                   budget_factor=bf, budget=_given_budgets(budget, n))
 
     @classmethod
     def for_workload(cls, workload, oracle, **kwargs) -> "LearningSpec":
         """From a :class:`sim.jobs.JobTable` and the throughput oracle of the run: the
-        per-GPU batch is the table's ``batch_size`` when set (else the model name's)."""
+        per-GPU batch is the table's ``batch_size`` when set (else the model name's); the
+        budgets are the table's ``budget_iterations`` where given."""
         names = tuple(oracle.models)
         codes = workload.model_codes(names)
         bs = np.asarray(workload.table.column("batch_size").to_numpy(zero_copy_only=False), float)
@@ -207,6 +234,8 @@ class LearningSpec:
                               for s in names])[codes] if len(codes) else np.zeros(0)
         lb = np.where(bs > 0, bs, from_name)
         kwargs.setdefault("local_batch", lb)
+        given = workload.budget_iterations
+        kwargs.setdefault("budget", given if np.any(~np.isnan(given)) else None)
         return cls.build(len(codes), names, workload.gpus_max, **kwargs)
 
     def target_metric(self, model_idx: np.ndarray) -> np.ndarray:

@@ -10,8 +10,11 @@ scalability/eghs_experiment.py generate it (docs/eghs.md).
 * elastic: ``gpus_min = max(1, gpus // 2)``, ``gpus_max = 2 gpus`` around the generated request;
 * learning (:func:`learning_spec`): every job a time-to-accuracy job with a quality target
   ``q ~ U(0.90, 0.97)`` (:data:`TTA_QUALITY`); its work is the generated duration's iterations at
-  its requested size; the user's budget over-estimates it by ``1 + Exp(0.5)``
-  (:attr:`sim.learning.spec.LearningSpec.budget_factor`).  The truth lives in a
+  its requested size;
+* budgets: the table's ``budget_iterations`` column, the user's budget, over-estimates that work
+  by a factor ``1 + Exp(mean 0.5)`` (:func:`sim.learning.spec.budget_factors`, seeded by the
+  workload's seed; the same values :attr:`~sim.learning.spec.LearningSpec.budget_factor` draws
+  for a table without the column).  The truth lives in a
   :class:`sim.learning.world.LearningWorld` built from the spec, one per run.
 
 Every choice is ours [I]; all draws are seeded by the run's seed.
@@ -23,7 +26,7 @@ import pyarrow as pa
 
 from ..jobs import JobTable
 from ..workload import generate_workload
-from .spec import LearningSpec
+from .spec import LearningSpec, budget_factors
 from .world import LearningWorld
 
 __all__ = ["LEARNING_MODELS", "TTA_QUALITY", "DURATION_SCALE", "learning_workload", "learning_spec",
@@ -42,7 +45,8 @@ DURATION_SCALE = 0.25
 def learning_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, oracle, *,
                       duration_scale: float = DURATION_SCALE, source: str | None = None, **generator) -> JobTable:
     """``n_jobs`` elastic jobs of :data:`LEARNING_MODELS` arriving at ``load_jobs_per_hour``
-    (``generator``: further options of :func:`sim.workload.generate_workload`, e.g. ``sizes``)."""
+    (``generator``: further options of :func:`sim.workload.generate_workload`, e.g. ``sizes``),
+    each with a user budget (module docstring)."""
     wl = generate_workload(n_jobs, load_jobs_per_hour, seed, models=list(LEARNING_MODELS),
                            throughput=oracle, **generator)
     t = wl.table
@@ -52,7 +56,8 @@ def learning_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, oracle,
     t = t.set_column(t.schema.get_field_index("gpus_max"), "gpus_max", pa.array((2 * g).astype(np.int32)))
     t = t.set_column(t.schema.get_field_index("duration_s"), "duration_s",
                      pa.array(t.column("duration_s").to_numpy() * duration_scale))
-    return JobTable.from_table(t, source or f"learning workload seed={seed}")
+    jobs = JobTable.from_table(t, source or f"learning workload seed={seed}")
+    return jobs.with_budgets(jobs.work_iterations(oracle) * budget_factors(len(jobs), seed))
 
 
 def learning_spec(workload: JobTable, oracle, seed: int, trace=None) -> LearningSpec:

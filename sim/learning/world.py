@@ -12,8 +12,9 @@ what training would show and the scheduler's choices into progress:
   at which a job ran since the previous one, one entropy sample per worker, ``u_k =
   clip(H(x) d_k + sigma_u N, 0, 1)`` (surrogate; ``N`` a counter-based hash of (seed, job,
   sample, worker)) or the recorded logits of the epoch the job is in (logits trace); work
-  done in samples; the measured noise scale; the user's budget
-  (``LearningSpec.budget_factor`` x work);
+  done in samples; the measured noise scale; the user's budget (the job table's
+  ``budget_iterations`` where given, :attr:`LearningSpec.budget`; else ``LearningSpec.budget_factor``
+  x work; an iteration job's budget is its work);
 * **masking**: the state a policy gets has ``remaining`` and ``jobs.work`` (and
   ``jobs.est_duration``) NaN for TTA jobs, unless the policy is ``clairvoyant``;
 * **rates** (:meth:`LearningWorld.settle`): each placed TTA job's rate scale is ``EFF(k b;
@@ -83,8 +84,7 @@ class LearningWorld:
             spec.epoch_samples
         self.M0 = jobs.demand * spec.local_batch
         self.tta = spec.mode.astype(bool)
-        bf = np.ones(n) if spec.budget_factor is None else spec.budget_factor
-        self.budget = jobs.work * np.where(self.tta, bf, 1.0)
+        self.budget = self._budgets(jobs)
         self.masked_jobs = replace(jobs, work=np.where(self.tta, np.nan, jobs.work),
                                    est_duration=np.where(self.tta, np.nan, jobs.est_duration))
         kc = spec.k_cap
@@ -103,6 +103,24 @@ class LearningWorld:
             spec.trace.bind(spec.model_names, jobs.model, np.arange(n))
             last = np.array([spec.trace.n_epochs.get(m, 1) - 1 for m in spec.model_names], np.int64)
             self.trace_last = last[jobs.model] if n else np.zeros(0, np.int64)
+
+    def _budgets(self, jobs) -> np.ndarray:
+        """The users' budgets: given (the spec's ``budget``, from the job table) or the work
+        times the spec's ``budget_factor``; an iteration job's is its work, and a budget given
+        for one that is not its work is a ConfigError."""
+        spec = self.spec
+        bf = np.ones(len(jobs)) if spec.budget_factor is None else spec.budget_factor
+        drawn = jobs.work * np.where(self.tta, bf, 1.0)
+        if spec.budget is None:
+            return drawn
+        given = ~np.isnan(spec.budget)
+        clash = np.flatnonzero(given & ~self.tta & (spec.budget != jobs.work))
+        if clash.size:
+            r = int(clash[0])
+            raise ConfigError(f"the job in row {r} of the job table runs a fixed number of iterations ({jobs.work[r]:g}), but "
+                              f"its budget is given as {spec.budget[r]:g}: an iteration job's budget "
+                              f"is its work (give none, or the work)")
+        return np.where(given, spec.budget, drawn)
 
     # ------------------------------------------------------------------ truth
     def phi(self, ids) -> np.ndarray:
