@@ -41,7 +41,7 @@ def test_engine_matches_reference(name, toy):
     cluster = _cluster()
     params = SMALL.get(name, {})
     res = run_jobs(cluster, jobs, get_policy(name, **params), oracle, EngineConfig())
-    ref = reference_run(cluster, jobs, get_policy(name, **params), oracle, get_policy(name).round_s)
+    ref = reference_run(cluster, jobs, get_policy(name, **params), oracle, get_policy(name).round_s or 0.0)
     assert np.isfinite(res.finish).all()
     np.testing.assert_allclose(res.finish, ref["finish"], rtol=1e-9, atol=1e-6)
     np.testing.assert_array_equal(res.restarts, ref["restarts"])

@@ -61,15 +61,21 @@ class JobModel:
     ``batch_override``: application -> fixed global batch for every job of it.
     ``observed``: predict with per-job models fitted on what each job has run (Sia's), not the
     application's profile-fitted model.
+    ``sia_batch_limits``: a fixed batch is split with the Sia simulator's limits (its
+    ``update_local_bsz``): the placement's own largest per-GPU batch
+    (:meth:`~sim.goodput.profiles.Application.max_local_bsz_at`) instead of the profile's, then
+    the atomic batch capped at the largest measured on that many GPUs.
     """
 
     def __init__(self, oracle: GoodputOracle, jobs: JobSpecs, adaptive: bool,
-                 batch_override: dict[str, int] | None = None, observed: bool = False):
+                 batch_override: dict[str, int] | None = None, observed: bool = False,
+                 sia_batch_limits: bool = False):
         self.oracle = oracle
         self.jobs = jobs
         self._model = np.asarray(jobs.model, np.int64)
         n_jobs = len(jobs)
         self.adaptive = adaptive
+        self.sia_batch_limits = sia_batch_limits
         self.override = {oracle.models.index(a): b for a, b in (batch_override or {}).items()
                          if a in oracle.models}
         self.started = np.zeros(n_jobs, bool)          # has run: the model has been measured
@@ -126,9 +132,11 @@ class JobModel:
         return int(self._model[job])
 
     # -- configurations and goodput ---------------------------------------
-    def config(self, job: int, n: int, r: int, gpu_type: str | None = None) -> tuple[int, int]:
+    def config(self, job: int, n: int, r: int, gpu_type: str | None = None,
+               counts: tuple[int, ...] | None = None) -> tuple[int, int]:
         """(atomic batch, accumulation steps) of ``job`` on ``r`` GPUs over ``n`` nodes (of
-        ``gpu_type``, where the oracle has per-type profiles)."""
+        ``gpu_type``, where the oracle has per-type profiles; ``counts``: the GPUs per node, for
+        ``sia_batch_limits``)."""
         app = self.oracle.app(self.oracle_model(job), gpu_type)
         fixed = self.fixed_batch(job)
         theta = self.batch_model(job, gpu_type) if fixed <= 0 and self.adaptive else None
@@ -139,8 +147,12 @@ class JobModel:
             atomic, steps = int(atomic[0]), int(steps[0])
         else:
             batch = fixed if fixed > 0 else max(app.init_batch_size, app.min_local_bsz * r)
-            a, s = split_batch(np.ceil(batch / r - EPS), r, app.init_batch_size, app.max_local_bsz)
+            limits = self.sia_batch_limits and counts is not None
+            top = app.max_local_bsz_at(counts) if limits else app.max_local_bsz
+            a, s = split_batch(np.ceil(batch / r - EPS), r, app.init_batch_size, top)
             atomic, steps = int(a), int(s)
+            cap = app.max_local_bsz_of_gpus(r) if limits else None
+            atomic = atomic if cap is None else min(atomic, int(cap))
         return min(atomic, int(app.max_batch_size / (r * (steps + 1)))), steps
 
     def batch_model(self, job: int, gpu_type: str | None = None) -> np.ndarray | None:
@@ -162,15 +174,15 @@ class JobModel:
         model = self.oracle_model(job)
         app = self.oracle.app(model, gpu_type)
         r, n = sum(counts), len(counts)
-        atomic, steps = self.config(job, n, r, gpu_type)
+        atomic, steps = self.config(job, n, r, gpu_type, counts)
         batch = r * atomic * (steps + 1)
         sqr, var = app.grad_stats(batch, epoch)
         g = gain(batch, app.init_batch_size, sqr, var)
-        step, sync = self._step_sync(model, gpu_type, counts, atomic)
+        step, sync = self.step_sync(model, gpu_type, counts, atomic)
         rate = float(g) * self.oracle.calibration(model) / (step + steps * (step - sync))
         return rate, float(batch), (gpu_type, n, r, atomic, step, sync)
 
-    def _step_sync(self, model: int, gpu_type, counts: tuple[int, ...], atomic: int) -> tuple[float, float]:
+    def step_sync(self, model: int, gpu_type, counts: tuple[int, ...], atomic: int) -> tuple[float, float]:
         """(step, sync) seconds of one atomic step: the profile's; where a placement lies outside
         the profile's measured placements (Sia's per-type profiles reach fewer nodes than their
         configurations), the fitted model of that type, sync = step - compute

@@ -140,6 +140,8 @@ class Application:
     min_local_bsz: int
     max_local_bsz: int
     suffix: str | None = None          # Sia's per-GPU-type profile files (``placements-<suffix>.csv``)
+    #: [m, 3] the scalability rows' (nodes, GPUs, local batch) (Sia's per-placement batch limit)
+    scalability_keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)), repr=False)
     _cache: dict = field(default_factory=dict, repr=False)
     _interp: object = field(default=None, repr=False)
 
@@ -185,7 +187,9 @@ class Application:
                    progress=stack["progress"], iteration=stack["iteration"], grad_sqr=stack["grad_sqr"],
                    grad_var=stack["grad_var"], placements=placements, interp_points=points,
                    interp_values=values, max_epochs=epochs, min_local_bsz=int(pl["local_bsz"].min()),
-                   max_local_bsz=max_local, suffix=suffix)
+                   max_local_bsz=max_local, suffix=suffix,
+                   scalability_keys=np.zeros((0, 3)) if sc is None else
+                   np.stack([sc["num_nodes"], sc["num_replicas"], sc["local_bsz"]], 1).astype(float))
 
     # -- batch sizes and epochs -------------------------------------------
     @property
@@ -239,6 +243,28 @@ class Application:
     def iterations(self, batch, epoch) -> np.ndarray:
         """Iterations after ``epoch`` epochs at global ``batch`` (linear between validated sizes)."""
         return self._at(self.iteration, batch, epoch)
+
+    # -- Sia's per-placement batch limits ----------------------------------
+    def max_local_bsz_at(self, counts) -> float:
+        """Largest per-GPU batch of placement ``counts`` (GPUs per node), as the Sia simulator's
+        ``get_max_local_bsz``: the measured placement's largest batch, else the largest batch of
+        the scalability rows with at least as many nodes and GPUs (nan if none)."""
+        row = self.placements.get(_canonical_placement(counts))
+        if row is not None:
+            return float(row[0][-1])
+        k = self.scalability_keys
+        n, r = sum(1 for c in counts if c), sum(int(c) for c in counts)
+        sel = (k[:, 0] >= n) & (k[:, 1] >= r)
+        return float(k[sel, 2].max()) if sel.any() else float("nan")
+
+    def max_local_bsz_of_gpus(self, r: int) -> float | None:
+        """Largest per-GPU batch measured on any placement of ``r`` GPUs (None if none): the Sia
+        simulator's memory cap on a fixed-batch job's atomic batch (``update_local_bsz``)."""
+        best = None
+        for pid, (x, _, _) in self.placements.items():
+            if sum(int(ch) for ch in str(pid)) == r:
+                best = float(x[-1]) if best is None else max(best, float(x[-1]))
+        return best
 
     # -- step times --------------------------------------------------------
     def step_times(self, counts, local_bsz: float) -> tuple[float, float]:

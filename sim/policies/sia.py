@@ -73,6 +73,7 @@ class Sia(GoodputPolicy):
     name = "sia"
     description = "Sia: per-GPU-type configurations, normalized goodput, p=-0.5 ILP on HiGHS every 60 s"
     adaptive = True
+    rigid_policy = "sia-rigid"
 
     def __init__(self, placement: str = "consolidated", p: float = P_FAIRNESS, lambda_n: float = LAMBDA_N,
                  mip_rel_gap: float = MIP_REL_GAP, time_limit_s: float = TIME_LIMIT_S,
