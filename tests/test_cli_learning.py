@@ -141,3 +141,15 @@ def test_trace_convert_keeps_the_budgets(tmp_path, capsys):
     out = tmp_path / "converted.parquet"
     assert main(["trace", "convert", str(path), "-o", str(out)]) == 0
     np.testing.assert_array_equal(JobTable.read(out).budget_iterations, table.budget_iterations)
+
+
+def test_learning_run_names_the_policies_given_the_truth(capsys):
+    """Oracle baselines (clairvoyant policies) see the true remaining work of time-to-accuracy
+    jobs; the run says which, on stderr with --format json (stdout stays parseable)."""
+    got = _json_run(capsys, "--policy", "srtf,fifo", "--seed", "1")
+    assert set(got) == {"srtf", "fifo"}
+    assert main([*LEARN, "--policy", "srtf,fifo", "--seed", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "note: srtf read the true remaining work" in err and "fifo read" not in err
+    assert main([*LEARN, "--policy", "fifo,eghs", "--seed", "1"]) == 0
+    assert "note:" not in capsys.readouterr().err

@@ -104,15 +104,16 @@ def test_entropy_predictor_learns_the_scale():
     assert ProgressEstimator("budget", cfg).total(ids, obs)[0] == 200.0
 
 
-def test_decision_latency_at_scale_is_reasonable():
+def test_benchmark_rounds_at_scale_give_valid_plans():
+    """The asv suite's 1024-node, 2,000-job rounds (benchmarks/bench_eghs.py) run and give
+    plans within capacity with micro updates (speed itself is measured there, not asserted)."""
     import sys
-    import time
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from bench_eghs import build_state
     pol, states = build_state(n_states=4)
-    pol.schedule(states[0])
-    t0 = time.perf_counter()
-    for st in states[1:]:
-        pol.schedule(st)
-    assert (time.perf_counter() - t0) / 3 < 0.25
+    for st in states:
+        plan = pol.schedule(st)
+        used = np.bincount(plan.nodes, weights=plan.counts, minlength=st.cluster.n_nodes)
+        assert np.all(used <= st.cluster.node_gpus) and used.sum() > 0
+    assert pol.micro_updates > 0

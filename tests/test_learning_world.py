@@ -121,9 +121,10 @@ class _Spy:
 
     def __init__(self, inner):
         self.inner = inner
-        self.name, self.triggers, self.round_s = inner.name, inner.triggers, inner.round_s
-        self.defragment = getattr(inner, "defragment", False)
         self.read = False
+
+    def __getattr__(self, item):          # everything but schedule and read: the policy's own
+        return getattr(self.inner, item)
 
     def schedule(self, state):
         return self.inner.schedule(_Guard(state, self))
@@ -165,6 +166,29 @@ def test_policies_never_read_the_truth_of_tta_jobs(name):
                    learning=LearningWorld(spec))
     assert np.all(np.isfinite(res.finish))
     assert not spy.read, f"{name} read remaining/work of a time-to-accuracy job"
+
+
+def _learning_policies():
+    """Every registered policy that runs on clustersim's own workloads (not only on Pollux-model
+    ones, which have no learning simulator)."""
+    from sim.policies import list_policies
+    return [n for n in sorted(list_policies()) if getattr(get_policy(n), "workload_kind", None) != "goodput"]
+
+
+@pytest.mark.parametrize("name", _learning_policies())
+def test_only_clairvoyant_policies_read_the_truth_of_tta_jobs(name):
+    """The information contract for every policy (issue 16): a policy that reads ``remaining``,
+    ``jobs.work`` or ``jobs.est_duration`` of a time-to-accuracy job must say so
+    (``clairvoyant``: it is then given the truth); any other policy never reads them, so it
+    never decides on the NaNs a learning run masks them with."""
+    jobs = _elastic(n=4, demand=2, gmax=4)
+    spec = LearningSpec.build(4, ["m0", "m1"], jobs.gpus_max, quality=0.9)
+    policy = get_policy(name)
+    spy = _Spy(policy)
+    res = run_jobs(small_cluster(), jobs, spy, LinearOracle(), EngineConfig(round_s=30.0),
+                   learning=LearningWorld(spec))
+    assert np.all(np.isfinite(res.finish))
+    assert policy.clairvoyant or not spy.read, f"{name} read the truth without saying so"
 
 
 def test_the_spy_catches_a_clairvoyant_policy():

@@ -102,6 +102,11 @@ def _run(args) -> None:
     kind = f"{args.workload}, learning: {_learning_kind(args.workload, table)}" if args.learning \
         else args.workload
     print(f"workload: {len(table)} jobs ({kind}), seed {args.seed}", file=info)
+    if args.learning:
+        oracles = [n for n, p in sc.make_policies().items() if getattr(p, "clairvoyant", False)]
+        if oracles:
+            print(f"note: {', '.join(oracles)} read the true remaining work of the time-to-accuracy "
+                  "jobs (oracle baselines); the other policies see observations only", file=info)
     skipped = getattr(table, "skipped", None) or []
     if skipped:
         print(f"skipped {len(skipped)} invalid jobs (--skip-invalid); first: {skipped[0]}", file=info)

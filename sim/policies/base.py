@@ -76,8 +76,9 @@ class Policy:
     #: paying the restart delay (``sim.defrag.defragment_plan``); off by default
     defragment: ClassVar[bool] = False
     #: the policy reads the simulator's truth (``remaining`` and ``jobs.work`` of
-    #: time-to-accuracy jobs), which runs with a learning simulator otherwise mask; only for
-    #: reference baselines that say so (``eghs-unaware-oracle``)
+    #: time-to-accuracy jobs), which runs with a learning simulator otherwise mask: oracle
+    #: baselines (SJF, SRTF, Themis, Gavel's FTF and makespan policies, SMJP, Hops,
+    #: ``eghs-unaware-oracle``); tests/test_learning_world.py holds every other policy to it
     clairvoyant: ClassVar[bool] = False
     #: a placement-level rate model (sim.state.RateModel) the engine uses instead of the
     #: oracle's slowest-worker rule for this policy's placements (e.g. SMJP's proportional

@@ -79,6 +79,9 @@ class _FinishTimeFairness(_GavelLP):
     between two allocations (Gavel's ``_cumulative_isolated_time``) plus the remaining work at
     the isolated throughput.  ``rel_tol``: stopping tolerance of our bisection on rho."""
 
+    #: reads the true remaining work (an oracle baseline): given it in learning runs too
+    clairvoyant = True
+
     def __init__(self, placement: str = "consolidated", time_per_round_s: float = 360.0,
                  reset_interval_s: float = 1920.0, seed: int = 0, solver: str = "ipm",
                  rel_tol: float = 1e-4):
@@ -132,6 +135,8 @@ class GavelMinTotalDurationPerf(_GavelLP):
     name = "gavel-min-total-duration-perf"
     description = ("Gavel's makespan policy: bisection on the time T by which every active "
                    "job can finish; 360 s rounds")
+    #: reads the true remaining work (an oracle baseline): given it in learning runs too
+    clairvoyant = True
 
     def allocation(self, state, thr):
         return makespan_allocation(self._lp(state), thr, np.maximum(state.remaining, 1e-12))

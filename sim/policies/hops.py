@@ -63,6 +63,9 @@ class Hops(Policy):
     triggers: ClassVar[int] = ARRIVAL | COMPLETION
     round_s: ClassVar[float | None] = 60.0
     preemptive = True
+    #: reads the true remaining work (latency ratio, SJF/SRTF/FTF priorities, the iteration-time
+    #: model): given it in learning runs too
+    clairvoyant = True
     #: a configuration never mixes GPU types (§4.7): a job needs a count that fits one type
     single_type_jobs: ClassVar[bool] = True
 

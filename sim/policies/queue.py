@@ -42,6 +42,8 @@ class SJF(Policy):
     name = "sjf"
     native = "sjf"
     description = "shortest job first by oracle duration x GPUs; non-preemptive; backfills"
+    #: reads the true remaining work (an oracle baseline): given it in learning runs too
+    clairvoyant = True
     skip_if_nothing_fits = True
     place_lone_arrivals = True
     view = "queued"
@@ -58,6 +60,8 @@ class SRTF(Policy):
     name = "srtf"
     native = "srtf"
     description = "shortest remaining time first (oracle, x GPUs); preemptive at events"
+    #: reads the true remaining work (an oracle baseline): given it in learning runs too
+    clairvoyant = True
     preemptive = True
     skip_idle_completions = True
     place_lone_arrivals = True

@@ -39,6 +39,8 @@ class _SMJPBase(Policy):
     triggers: ClassVar[int] = ARRIVAL | COMPLETION
     preemptive = False
     view = "queued"
+    #: reads the true remaining work (SRPT admission, the JCT model): given it in learning runs too
+    clairvoyant = True
 
     def __init__(self, placement: str = "consolidated", round_s: float | None = None,
                  admission: str = "srpt", elastic: bool = True, max_jobs: int = 128,

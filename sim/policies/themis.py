@@ -102,6 +102,8 @@ class Themis(Policy):
                    "auctions among the worst 1 - f jobs, leftovers work-conserving")
     triggers = ARRIVAL | COMPLETION
     preemptive = True
+    #: reads the true remaining work (an oracle baseline): given it in learning runs too
+    clairvoyant = True
     #: a job runs on one GPU type only, so it may not ask for more GPUs than a type has
     single_type_jobs = True
 

@@ -142,6 +142,8 @@ class Tiresias(Policy):
         if not (np.isfinite(knob) and knob >= 0):
             raise ConfigError(f"policy tiresias: promote_knob must be finite and >= 0, got {knob}")
         self.promote_knob = knob
+        #: PromoteKnob compares the remaining work with its value at the last promotion
+        self.clairvoyant = knob > 0
         # demotion test: attained >= limit - slack
         self._limit_lo = self.thresholds * (1.0 - _REL_TOL)
         self._reset(None)
@@ -174,7 +176,8 @@ class Tiresias(Policy):
             self.entered[ids[new]] = state.jobs.arrival[ids[new]]
             self.att_base[ids[new]] = 0.0
             self.run_base[ids[new]] = 0.0
-            self.rem_base[ids[new]] = state.jobs.work[ids[new]]
+            if self.promote_knob > 0:
+                self.rem_base[ids[new]] = state.jobs.work[ids[new]]
             q = np.where(new, 0, q)
         service = state.attained_gpu_s - self.att_base[ids]
         level = np.searchsorted(self._limit_lo, service, side="right")
