@@ -20,8 +20,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 from scipy.optimize import least_squares
-from threadpoolctl import threadpool_limits
 
+from ..blas import one_blas_thread
 from ..errors import ConfigError
 from .models import (KINDS, LOWER_BOUND, HopsParams, PolluxParams, hops_components, hops_iter_time,
                      params_from_dict, pollux_iter_time)
@@ -157,14 +157,9 @@ class _Problem:
         return lo, hi
 
 
-def _one_blas_thread():
-    """Small dense least squares run far faster on one BLAS thread (a context manager)."""
-    return threadpool_limits(1, user_api="blas")
-
-
 def _solve(problem: _Problem, residuals, starts: Iterable[np.ndarray]):
     """Multi-start TRF; returns (x_full, result) of the lowest cost."""
-    with _one_blas_thread():
+    with one_blas_thread():
         return _solve_inner(problem, residuals, starts)
 
 

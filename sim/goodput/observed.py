@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import Bounds, minimize
-from threadpoolctl import threadpool_limits
 
+from ..blas import one_blas_thread
 from ..calibration.models import LOWER_BOUND
 
 __all__ = ["fit_observed", "ObservedProfiles"]
@@ -112,7 +112,7 @@ def fit_observed(nodes, gpus, bsz, step, sync) -> np.ndarray:
     lo, hi, x0 = _LOWER.copy(), _UPPER.copy(), _START.copy()
     for i, v in _pinned(nodes, gpus, bsz, compute).items():
         lo[i] = hi[i] = x0[i] = v
-    with threadpool_limits(1, user_api="blas"):     # a 7-parameter fit: one BLAS thread is far faster
+    with one_blas_thread():                         # a 7-parameter fit: one BLAS thread is far faster
         res = minimize(_objective, x0, args=(nodes, gpus, bsz, np.log(compute), np.log(step)),
                        method="L-BFGS-B", jac=True, bounds=Bounds(lo, hi, keep_feasible=True), tol=FIT_TOL)
     x = np.clip(res.x, lo, hi)
