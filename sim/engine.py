@@ -29,6 +29,9 @@ from .state import ARRIVAL, COMPLETION, ROUND, TIMER, JobSpecs, Plan, SchedState
 DONE_STATES = {lib.SK_JOB_FUTURE: "future", lib.SK_JOB_QUEUED: "queued", lib.SK_JOB_RUNNING: "running",
                lib.SK_JOB_DONE: "done"}
 _CTYPE = {"<i8": "int64_t[]", "<i4": "int32_t[]", "<f8": "double[]"}
+#: consecutive decisions with jobs queued, none running and no arrival to come after which a run
+#: is stalled (its rounds or wakeups keep coming but the policy places nothing)
+STALL_DECISIONS = 10_000
 
 
 @dataclass(frozen=True)
@@ -332,6 +335,7 @@ class _Run:
         self.timeline = Timeline()
         self.latencies: list[float] = []
         self.idle_while_waiting: list[int] = []
+        self.idle_decisions = 0                 # consecutive decisions of a stall (record)
         self.fgd_values: list[float] = []
         weights = FGDTracker(cluster, jobs.demand).weights
         self.fgd_weights = weights
@@ -483,7 +487,20 @@ class _Run:
             if n_r == 0 and not np.isfinite(next_arrival) and wakeup is None and self.round_s <= 0:
                 raise SimError(f"policy {self.policy.name} left {n_q} jobs queued on an idle "
                                f"cluster at t={now} with nothing left to happen")
+        self._check_stall(now, n_q, n_r, next_arrival)
         return n_done
+
+    def _check_stall(self, now: float, n_q: int, n_r: int, next_arrival: float) -> None:
+        """Stops a run whose policy places nothing on an idle cluster, decision after decision,
+        with every job arrived: it would run its rounds to the horizon."""
+        stalled = n_q > 0 and n_r == 0 and not np.isfinite(next_arrival)
+        self.idle_decisions = self.idle_decisions + 1 if stalled else 0
+        if self.idle_decisions == 1:
+            self.stall_since = now
+        if self.idle_decisions >= STALL_DECISIONS:
+            raise SimError(f"policy {self.policy.name} left {n_q} jobs queued on an idle cluster for "
+                           f"{STALL_DECISIONS:,} decisions (t={self.stall_since:g} to {now:g} s) with "
+                           f"every job arrived: its rounds or wakeups come, but it places nothing")
 
     def result(self, job_ids, wall: float) -> SimResult:
         n = len(self.jobs)

@@ -596,3 +596,23 @@ def test_trace_stats_of_one_arrival_prints_no_nan_rate(tmp_path, capsys):
     assert "nan" not in capsys.readouterr().out
     assert main(["trace", "stats", str(src), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["arrivals_per_hour"] is None
+
+
+def test_a_policy_that_never_places_a_job_stops_with_a_stall_error():
+    """A round-driven policy that places nothing on an idle cluster would run its rounds to the
+    horizon: the engine stops it after STALL_DECISIONS idle decisions, naming the policy."""
+    from engine_helpers import LinearOracle, small_cluster, specs
+    from sim.engine import STALL_DECISIONS, run_jobs
+    from sim.policies.base import Policy
+    from sim.state import Plan
+
+    class Never(Policy):
+        name, description, round_s = "never", "places nothing", 60.0
+
+        def schedule(self, state):
+            return Plan(np.zeros(state.active.size + 1, np.int64), np.zeros(0, np.int32),
+                        np.zeros(0, np.int32))
+
+    jobs = specs([0.0, 5.0], [1, 2], [100.0, 100.0])
+    with pytest.raises(SimError, match=rf"policy never left 2 jobs queued .* {STALL_DECISIONS:,} decisions"):
+        run_jobs(small_cluster(), jobs, Never(), LinearOracle(), EngineConfig(round_s=60.0))
