@@ -336,6 +336,7 @@ class _Run:
         self.latencies: list[float] = []
         self.idle_while_waiting: list[int] = []
         self.idle_decisions = 0                 # consecutive decisions of a stall (record)
+        self.stall_since = 0.0                  # when the current stall began
         self.fgd_values: list[float] = []
         weights = FGDTracker(cluster, jobs.demand).weights
         self.fgd_weights = weights

@@ -94,7 +94,7 @@ def _run(args) -> None:
                   policy_params=parse_policy_params(args.param), learning=args.learning)
     check_seed(args.seed, "--seed")
     sc.engine_config()                     # bad --round / --restart-delay: fail before any work
-    sc.make_policies()                     # bad --policy / --param: likewise
+    policies = sc.make_policies()          # bad --policy / --param: likewise
     writer = OutputWriter(args.out, sc) if args.out is not None else None
     info = sys.stdout if args.format == "table" else sys.stderr
     cluster, table, _ = sc.build()
@@ -103,7 +103,7 @@ def _run(args) -> None:
         else args.workload
     print(f"workload: {len(table)} jobs ({kind}), seed {args.seed}", file=info)
     if args.learning:
-        oracles = [n for n, p in sc.make_policies().items() if getattr(p, "clairvoyant", False)]
+        oracles = [n for n, p in policies.items() if getattr(p, "clairvoyant", False)]
         if oracles:
             print(f"note: {', '.join(oracles)} read the true remaining work of the time-to-accuracy "
                   "jobs (oracle baselines); the other policies see observations only", file=info)

@@ -246,7 +246,7 @@ class SiaGavel(GoodputPolicy):
                 group = [int(ids[i]) for i in mine if demand[i] == sf]
                 for j in group:
                     prev = self.workers.get(j)
-                    if prev and self._type(state, prev) == t and taken.isdisjoint(prev):
+                    if prev and self._type(prev) == t and taken.isdisjoint(prev):
                         out[j] = prev
                         taken.update(prev)
                 for j in group:
@@ -268,7 +268,7 @@ class SiaGavel(GoodputPolicy):
             raise SimError(f"policy {self.name}: could not assign workers to job {j}")
         return tuple(got), ptr
 
-    def _type(self, state: SchedState, workers) -> int:
+    def _type(self, workers) -> int:
         return int(self.node_type[workers[0] // self.width])
 
     def _key(self, workers) -> tuple:
