@@ -16,7 +16,9 @@ Setup (every choice ours [I]; docs/eghs.md explains them):
   0.6 arrivals per GPU-hour) and "contended" (8 / 4 / 2 jobs per node, 2.0 per GPU-hour);
 * variants (``VARIANTS``): ``eghs``, macro only, micro only, the fair twin ``eghs-unaware``
   (the reference of every ratio), the twin without defragmentation, the clairvoyant ``eghs-unaware-oracle`` and Gavel's
-  heterogeneity-aware LAS (``gavel-max-min-fairness-perf``, rigid); ``eghs-logits``: EGHS
+  heterogeneity-aware LAS (``gavel-max-min-fairness-perf``, rigid), Pollux's scheduler over
+  the observed goodput (``pollux-learning``: ``pollux`` with the authors' NSGA-II search,
+  ``pollux-dp`` with ours); ``eghs-logits``: EGHS
   with entropy from a synthetic logits trace instead of the surrogate;
 * metrics: average JCT and makespan per run; per seed the ratio to the twin on the same
   workload; geometric-mean ratio with a 95% paired bootstrap interval over seeds (sim.stats).
@@ -63,6 +65,8 @@ VARIANTS = {
     "twin-no-defrag": ("eghs-unaware", {"defragment": False}, "surrogate"),
     "oracle-twin": ("eghs-unaware-oracle", {}, "surrogate"),
     "gavel-las": ("gavel-max-min-fairness-perf", {}, "surrogate"),
+    "pollux": ("pollux-learning", {}, "surrogate"),
+    "pollux-dp": ("pollux-learning", {"search": "dp"}, "surrogate"),
     "eghs-logits": ("eghs", {}, "logits"),
 }
 REFERENCE = "twin"

@@ -7,6 +7,17 @@ from sim.cluster import DEFAULT_INTER_BW_GBPS, DEFAULT_INTRA_BW_GBPS, Cluster
 from sim.state import JobSpecs
 
 
+#: parameters that keep a policy's search small enough for the many tiny runs of the tests that
+#: run every policy (its full search is tested in its own file: tests/test_pollux*.py)
+SMALL_SEARCH = {"pollux-learning": {"population": 4, "generations": 2}}
+
+
+def small_policy(name: str, **params):
+    """``get_policy(name, **params)`` with :data:`SMALL_SEARCH` for the policies it names."""
+    from sim.policies import get_policy
+    return get_policy(name, **{**SMALL_SEARCH.get(name, {}), **params})
+
+
 class LinearOracle:
     """rate = GPUs x per-type speed x slowest server speed x (0.8 if spread).
 

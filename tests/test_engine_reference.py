@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine_helpers import (NETWORK_BANDWIDTHS, BarredOracle, LinearOracle, NetworkOracle, runnable,
-                            small_cluster, specs)
+                            small_cluster, small_policy, specs)
 from reference_engine import reference_run
 from sim.engine import EngineConfig, run_jobs
 from sim.policies import get_policy, list_policies
@@ -84,9 +84,9 @@ def check_against_reference(name, jobs, round_s, placement, barred=False, type_c
     jobs = _fit_one_type(name, jobs, cluster, oracle)
     if round_s == 0.0 and get_policy(name).triggers == 0:
         round_s = 30.0              # a policy that decides at rounds only (sia-rigid) needs them
-    res = run_jobs(cluster, jobs, get_policy(name, placement=placement), oracle,
+    res = run_jobs(cluster, jobs, small_policy(name, placement=placement), oracle,
                    EngineConfig(round_s=round_s, type_choice=type_choice, type_seed=5))
-    ref = reference_run(cluster, jobs, get_policy(name, placement=placement), oracle, round_s,
+    ref = reference_run(cluster, jobs, small_policy(name, placement=placement), oracle, round_s,
                         type_choice, 5)
     _compare({"first_start": res.first_start, "finish": res.finish,
               "gpu_seconds": res.gpu_seconds, "restarts": res.restarts}, ref)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine_helpers import LinearOracle, small_cluster, specs
+from engine_helpers import LinearOracle, small_cluster, small_policy, specs
 from sim.engine import EngineConfig, run_jobs
 from sim.errors import ConfigError
 from sim.learning.spec import LearningSpec
@@ -183,7 +183,7 @@ def test_only_clairvoyant_policies_read_the_truth_of_tta_jobs(name):
     never decides on the NaNs a learning run masks them with."""
     jobs = _elastic(n=4, demand=2, gmax=4)
     spec = LearningSpec.build(4, ["m0", "m1"], jobs.gpus_max, quality=0.9)
-    policy = get_policy(name)
+    policy = small_policy(name)
     spy = _Spy(policy)
     res = run_jobs(small_cluster(), jobs, spy, LinearOracle(), EngineConfig(round_s=30.0),
                    learning=LearningWorld(spec))

@@ -81,3 +81,81 @@ def test_dp_reaches_nsga2_value_on_random_problems():
         x = dp_search(p, per_node=4)
         _, f = nsga2(p, p.base[None], np.random.default_rng(0), population=30, generations=30)
         assert p.values(x[None])[0][0] >= 0.99 * -f[:, 0].min()
+
+
+def _brute_counts_objective(p: PolluxProblem, per_node: int) -> float:
+    """Plain reference of the DP's optimum: min over every count vector within the capacity of
+    sum_j v_j(r_j), v = 1 / (scaled speedup + eps), packed on ceil(r / per_node) nodes and
+    restarted, or kept at the current allocation without the restart factor."""
+    import itertools
+    g = int(p.capacity.sum())
+    base_r = p.base.sum(axis=1)
+    base_n = np.count_nonzero(p.base, axis=1)
+    nmax, rmax = p.speedup.shape[1] - 1, p.speedup.shape[2] - 1
+
+    def value(j, r):
+        v = np.inf
+        if r <= p.max_replicas[j]:
+            s = p.speedup[j, min(-(-r // per_node), nmax), min(r, rmax)] * p.scale * p.restart_factor[j]
+            v = 1.0 / (s + FITNESS_EPS)
+        if r == base_r[j]:
+            s = p.speedup[j, min(base_n[j], nmax), min(r, rmax)] * p.scale
+            v = min(v, 1.0 / (s + FITNESS_EPS))
+        return v
+
+    best = np.inf
+    for counts in itertools.product(range(g + 1), repeat=p.base.shape[0]):
+        if sum(counts) <= g:
+            best = min(best, sum(value(j, r) for j, r in enumerate(counts)))
+    return best
+
+
+def test_dp_counts_reach_the_brute_force_optimum():
+    """The DP's columns stop at max(cap, GPUs held) (sim.policies.pollux_search._dp_counts); its
+    objective is the exhaustive optimum on random small problems, caps below and above the
+    cluster, jobs holding more than their cap included."""
+    from hypothesis import given, settings, strategies as st
+
+    from sim.policies.pollux_search import _dp_counts, _job_values
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.integers(0, 10_000))
+    def check(seed):
+        rng = np.random.default_rng(seed)
+        j, per_node = int(rng.integers(1, 4)), 2
+        capacity = np.full(int(rng.integers(1, 3)), per_node, np.int64)
+        g = int(capacity.sum())
+        tab = np.zeros((j, 3, g + 1))
+        tab[:, 1:, 1:] = np.sort(rng.random((j, 2, g)), axis=2) * 3
+        base = np.zeros((j, capacity.shape[0]), np.int64)
+        free = capacity.copy()
+        for k in range(j):
+            n = int(rng.integers(capacity.shape[0]))
+            base[k, n] = int(rng.integers(0, free[n] + 1))
+            free[n] -= base[k, n]
+        cap = rng.integers(0, g + 2, j)
+        p = PolluxProblem(tab, base, capacity, cap, rng.random(j))
+        counts, _ = _dp_counts(p, per_node)
+        v = _job_values(p, per_node, g)
+        base_r, base_n = base.sum(axis=1), np.count_nonzero(base, axis=1)
+        keep = 1.0 / (tab[np.arange(j), np.minimum(base_n, 2), base_r] * p.scale + FITNESS_EPS)
+        got = sum(min(v[k, r], keep[k]) if r == base_r[k] else v[k, r] for k, r in enumerate(counts))
+        assert counts.sum() <= g
+        assert got == pytest.approx(_brute_counts_objective(p, per_node), rel=1e-12)
+
+    check()
+
+
+def test_allowed_nodes_hold_in_repair_and_in_the_dp_placement():
+    # two nodes of 4 GPUs; job 0 may use node 1 only (its GPU type), job 1 both
+    tab = np.zeros((2, 3, 9))
+    tab[:, 1, 1:5] = [1, 2, 3, 4]
+    tab[:, 2, 2:9] = np.arange(2, 9) * 0.9
+    allowed = np.array([[False, True], [True, True]])
+    p = PolluxProblem(tab, np.zeros((2, 2), np.int64), np.array([4, 4]), np.array([4, 4]), np.ones(2), allowed)
+    fixed = p.repair(np.array([[[3, 1], [0, 2]]]), np.random.default_rng(0))[0]
+    assert fixed[0, 0] == 0 and fixed[0, 1] == 1
+    x = dp_search(p, per_node=4, rng=np.random.default_rng(1))
+    assert x[0, 0] == 0 and x[0].sum() > 0
+    states, _ = nsga2(p, p.base[None], np.random.default_rng(2), population=10, generations=5)
+    assert np.all(states[:, 0, 0] == 0)

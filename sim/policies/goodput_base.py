@@ -37,7 +37,7 @@ class GoodputPolicy(Policy):
     #: jobs predict with models fitted on what each has run (:mod:`sim.goodput.observed`), not
     #: their application's profile-fitted model
     observed_models: bool = False
-    #: the policy to name for a rigid (non-Pollux) workload in the error
+    #: the policy to name for a throughput-table (non-Pollux) workload in the error
     rigid_policy: ClassVar[str | None] = None
     #: split a fixed batch with the Sia simulator's per-placement limits (JobModel)
     sia_batch_limits: ClassVar[bool] = False
@@ -52,7 +52,7 @@ class GoodputPolicy(Policy):
         if not isinstance(state.oracle, GoodputOracle):
             raise ConfigError(f"policy {self.name} needs a Pollux-model workload (a GoodputOracle; "
                               f"read the workload with sim.goodput.workload.read_goodput_workload"
-                              + (f"; for rigid jobs use {self.rigid_policy})" if self.rigid_policy else ")"))
+                              + (f"; for other workloads use {self.rigid_policy})" if self.rigid_policy else ")"))
         self._jobs = state.jobs
         self.model = JobModel(state.oracle, state.jobs, self.adaptive, self.batch_override, self.observed_models,
                               self.sia_batch_limits)

@@ -22,18 +22,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ConfigError
 from ..goodput.goodput import speedup_tables
 from ..state import Plan, SchedState
 from .goodput_base import GoodputPolicy, csr_plan
-from .pollux_search import GENERATIONS, POPULATION, MAX_NODES_PER_JOB, PolluxProblem, dp_search, nsga2
+from .pollux_search import (GENERATIONS, POPULATION, MAX_NODES_PER_JOB, PolluxProblem, PolluxSearch,
+                            allocation_pairs, current_allocation, restart_factor)
 from .registry import register
 
 #: the authors' cap on GPUs per job ("simulator can't handle more")
 MAX_GPUS_PER_JOB = 64
 #: restart delay assumed by the restart penalty (the authors' ``delay = 30``)
 RESTART_PENALTY_S = 30.0
-SEARCHES = ("nsga2", "dp")
 
 
 @register
@@ -42,24 +41,19 @@ class Pollux(GoodputPolicy):
     description = "Pollux: goodput speedups, power mean p=-1, restart penalty, NSGA-II (or dp) search"
     adaptive = True
     batch_override = {"ncf": 32768}
+    rigid_policy = "pollux-learning"
 
     def __init__(self, placement: str = "consolidated", search: str = "nsga2", population: int = POPULATION,
                  generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S):
         super().__init__(placement)
-        if search not in SEARCHES:
-            raise ConfigError(f"policy pollux: search must be one of {SEARCHES}, got {search!r}")
-        self.search, self.population, self.generations = search, int(population), int(generations)
-        self.seed, self.restart_penalty_s = int(seed), float(restart_penalty_s)
+        self.searcher = PolluxSearch(self.name, search, population, generations, seed)
+        self.restart_penalty_s = float(restart_penalty_s)
 
     def params(self) -> dict:
-        return {**super().params(), "search": self.search, "population": self.population,
-                "generations": self.generations, "seed": self.seed,
-                "restart_penalty_s": self.restart_penalty_s}
+        return {**super().params(), **self.searcher.params(), "restart_penalty_s": self.restart_penalty_s}
 
     def reset(self, n_jobs: int) -> None:
-        self.rng = np.random.default_rng(self.seed)
-        self.prev_states: np.ndarray | None = None    # [K, J_prev, N] last Pareto set
-        self.prev_jobs = np.zeros(0, np.int64)
+        self.searcher.reset()
 
     # -- the problem --------------------------------------------------------
     def max_replicas(self, ids: np.ndarray) -> np.ndarray:
@@ -84,55 +78,40 @@ class Pollux(GoodputPolicy):
                              base=(1, fair))
         fresh = ~m.started[ids]
         if fresh.any():
-            r = np.arange(tab.shape[2])
-            lin = np.where((np.arange(tab.shape[1])[:, None] >= 1) & (np.arange(tab.shape[1])[:, None] <= r[None, :])
-                           & (r[None, :] <= cap[fresh][:, None, None]), r[None, :] / fair, 0.0)
-            tab[fresh] = lin
+            tab[fresh] = linear_speedups(tab.shape[1], tab.shape[2], cap[fresh], fair)
         return tab
 
     def problem(self, state: SchedState, order: np.ndarray) -> PolluxProblem:
         ids = state.active[order]
         nodes = state.cluster.node_gpus.astype(np.int64)
-        fair = int(np.ceil(nodes.sum() / max(ids.shape[0], 1)))
+        fair = fair_share(state, ids)
         cap = self.max_replicas(ids)
         tab = self.speedups(ids, cap, fair, min(MAX_NODES_PER_JOB, nodes.shape[0]))
-        base = np.zeros((ids.shape[0], nodes.shape[0]), np.int64)
-        for row, i in enumerate(order):
-            s = slice(int(state.pl_indptr[i]), int(state.pl_indptr[i + 1]))
-            np.add.at(base[row], state.pl_nodes[s], state.pl_counts[s])
         age = state.now - state.jobs.arrival[ids]
-        restarts = np.maximum(self.model.restarts[ids], 0)
-        d = self.restart_penalty_s
-        factor = np.maximum(age - restarts * d, 0.0) / (age + d)
-        return PolluxProblem(tab, base, nodes, cap, factor)
+        factor = restart_factor(age, self.model.restarts[ids], self.restart_penalty_s)
+        return PolluxProblem(tab, current_allocation(state, order), nodes, cap, factor)
 
     # -- the round ------------------------------------------------------------
     def decide(self, state: SchedState, epochs: np.ndarray) -> Plan:
-        order = np.lexsort((state.jobs.arrival[state.active], state.attained_gpu_s))
-        ids = state.active[order]
-        problem = self.problem(state, order)
-        if self.search == "dp":
-            x = dp_search(problem, int(state.cluster.node_gpus.max()), self.rng)
-        else:
-            states, f = nsga2(problem, self._seed_states(ids, problem), self.rng, self.population,
-                              self.generations)
-            self.prev_states, self.prev_jobs = states, ids
-            x = states[int(np.argmin(f[:, 0]))]
-        per_job: list[list[tuple[int, int]]] = [[] for _ in range(ids.shape[0])]
-        for row, i in enumerate(order):
-            nz = np.flatnonzero(x[row])
-            per_job[i] = [(int(n), int(x[row, n])) for n in nz]
-        return csr_plan(per_job)
+        order = attained_order(state)
+        x = self.searcher.solve(self.problem(state, order), state.active[order],
+                                int(state.cluster.node_gpus.max()))
+        return csr_plan(allocation_pairs(x, order))
 
-    def _seed_states(self, ids: np.ndarray, problem: PolluxProblem) -> np.ndarray:
-        """The previous Pareto set with rows moved to the same jobs (new jobs empty), or the
-        current allocation (the authors' ``_adapt_prev_states``)."""
-        if self.prev_states is None:
-            return problem.base[None].copy()
-        out = np.zeros((self.prev_states.shape[0], *problem.base.shape), np.int64)
-        src = {int(j): k for k, j in enumerate(self.prev_jobs)}
-        rows = [(r, src[int(j)]) for r, j in enumerate(ids) if int(j) in src]
-        if rows:
-            dst, s = map(np.array, zip(*rows))
-            out[:, dst] = self.prev_states[:, s]
-        return out
+
+def attained_order(state: SchedState) -> np.ndarray:
+    """Pollux's job order: attained GPU-seconds, then arrival (positions in ``state.active``)."""
+    return np.lexsort((state.jobs.arrival[state.active], state.attained_gpu_s))
+
+
+def fair_share(state: SchedState, ids: np.ndarray) -> int:
+    """GPUs of a fair share, ``ceil(G / jobs)``: the speedups' base (on one node)."""
+    return int(np.ceil(state.cluster.node_gpus.sum() / max(ids.shape[0], 1)))
+
+
+def linear_speedups(n_nodes: int, n_gpus: int, cap: np.ndarray, fair: int) -> np.ndarray:
+    """The authors' speedup table of a job that has not run yet: ``r / fair`` on 1 <= nodes <= r
+    GPUs up to its cap, else 0; ``[J, n_nodes, n_gpus]``."""
+    n = np.arange(n_nodes)[:, None]
+    r = np.arange(n_gpus)[None, :]
+    return np.where((n >= 1) & (n <= r) & (r <= cap[:, None, None]), r / fair, 0.0)

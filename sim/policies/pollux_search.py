@@ -33,8 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PolluxProblem", "nsga2", "dp_search", "FITNESS_P", "FITNESS_EPS", "MAX_NODES_PER_JOB",
-           "POPULATION", "GENERATIONS"]
+from ..errors import ConfigError
+
+__all__ = ["PolluxProblem", "PolluxSearch", "nsga2", "dp_search", "restart_factor", "FITNESS_P", "FITNESS_EPS",
+           "MAX_NODES_PER_JOB", "POPULATION", "GENERATIONS", "SEARCHES"]
 
 FITNESS_P = -1.0          #: power-mean exponent (Pollux)
 FITNESS_EPS = 1e-3        #: added to each scaled speedup before the power mean (Pollux)
@@ -46,6 +48,12 @@ MUTATE_ZERO_JOB_P = 0.1   #: mutation: pick a job whose entries may be zeroed ..
 MUTATE_ZERO_P = 0.1       #: ... each with this probability
 MAX_MATING_TRIES = 100    #: rounds of mating to find distinct offspring (pymoo's default)
 POLISH = (20, 10)         #: our search: population and generations of the NSGA-II polish
+SEARCHES = ("nsga2", "dp")
+
+
+def restart_factor(age: np.ndarray, restarts: np.ndarray, delay: float) -> np.ndarray:
+    """Pollux's restart factor ``max(age - restarts delay, 0) / (age + delay)``."""
+    return np.maximum(age - np.maximum(restarts, 0) * delay, 0.0) / (age + delay)
 
 
 @dataclass
@@ -57,6 +65,8 @@ class PolluxProblem:
     capacity: np.ndarray      # [N] GPUs per node
     max_replicas: np.ndarray  # [J]
     restart_factor: np.ndarray  # [J]
+    #: [J, N] nodes each job may use (GPU types it can run on), or None: every node
+    allowed: np.ndarray | None = None
 
     def __post_init__(self):
         self.scale = self.base.shape[1] / float(self.capacity.sum())
@@ -82,7 +92,7 @@ class PolluxProblem:
 
     # -- the authors' operators ----------------------------------------------
     def repair(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        s = states.copy()
+        s = states.copy() if self.allowed is None else np.where(self.allowed[None], states, 0)
         dist = np.count_nonzero(s, axis=2) > 1
         clash = np.cumsum((s * dist[:, :, None]) > 0, axis=1) > 1
         s[clash] = 0
@@ -231,12 +241,14 @@ def _dp_counts(problem: PolluxProblem, per_node: int, packable: bool = False) ->
     ``per_node``), so that the placement never has to split a job."""
     g = int(problem.capacity.sum())
     j = problem.base.shape[0]
-    v = _job_values(problem, per_node, g)                                  # [J, G + 1]
+    base_r = problem.base.sum(axis=1)
+    # no job takes more than max(its cap, what it holds): the DP's columns stop there
+    width = min(g, int(max(problem.max_replicas.max(initial=0), base_r.max(initial=0))))
+    v = _job_values(problem, per_node, width)                              # [J, width + 1]
     if packable:
-        r = np.arange(g + 1)
+        r = np.arange(width + 1)
         tiles = (r == 0) | ((r <= per_node) & (per_node % np.maximum(r, 1) == 0)) | (r % per_node == 0)
         v[:, ~tiles] = np.inf
-    base_r = problem.base.sum(axis=1)
     base_n = np.count_nonzero(problem.base, axis=1)
     keep_v = 1.0 / (problem.speedup[problem.jidx, np.minimum(base_n, problem.speedup.shape[1] - 1),
                                     np.minimum(base_r, problem.speedup.shape[2] - 1)] * problem.scale
@@ -245,10 +257,10 @@ def _dp_counts(problem: PolluxProblem, per_node: int, packable: bool = False) ->
     v[problem.jidx, base_r] = np.minimum(v[problem.jidx, base_r], keep_v)
     f = np.zeros(g + 1)
     choice = np.zeros((j, g + 1), np.int64)
-    idx = np.arange(g + 1)
+    idx, r = np.arange(g + 1), np.arange(width + 1)
     for k in range(j):
         # cand[a, r] = f[a - r] + v[k, r]
-        prev = np.where(idx[:, None] >= idx[None, :], f[np.maximum(idx[:, None] - idx[None, :], 0)], np.inf)
+        prev = np.where(idx[:, None] >= r[None, :], f[np.maximum(idx[:, None] - r[None, :], 0)], np.inf)
         cand = prev + v[k][None, :]
         choice[k] = np.argmin(cand, axis=1)
         f = cand[idx, choice[k]]
@@ -267,16 +279,18 @@ def _place(problem: PolluxProblem, counts: np.ndarray, keep: np.ndarray) -> np.n
     x = np.where(keep[:, None], problem.base, 0)
     free = problem.capacity - x.sum(axis=0)
     dist_on = np.any(x[np.count_nonzero(x, axis=1) > 1] > 0, axis=0)
+    allowed = problem.allowed
     for k in np.argsort(-counts, kind="stable"):
         need = int(counts[k]) if not keep[k] else 0
         if need <= 0:
             continue
-        fit = np.flatnonzero(free >= need)
+        usable = free if allowed is None else np.where(allowed[k], free, 0)
+        fit = np.flatnonzero(usable >= need)
         if fit.size:
             node = fit[np.argmin(free[fit])]
             x[k, node], free[node] = need, free[node] - need
             continue
-        ok = np.flatnonzero((free > 0) & ~dist_on)
+        ok = np.flatnonzero((usable > 0) & ~dist_on)
         ok = ok[np.argsort(-free[ok], kind="stable")][:MAX_NODES_PER_JOB]
         take = np.minimum(free[ok], np.maximum(need - np.concatenate([[0], np.cumsum(free[ok])[:-1]]), 0))
         take = take[take > 0]
@@ -300,3 +314,66 @@ def dp_search(problem: PolluxProblem, per_node: int, rng: np.random.Generator | 
         states, _ = nsga2(problem, cands, rng, polish[0], polish[1])
         cands = np.concatenate([cands, states])
     return cands[int(np.argmax(problem.values(cands)[0]))]
+
+
+class PolluxSearch:
+    """One run's allocation search: ``search`` (:data:`SEARCHES`), its parameters, its random
+    generator (seeded with ``seed`` at :meth:`reset`) and NSGA-II's memory of the last round's
+    Pareto set.  Shared by the policies that run Pollux's round (``pollux``, ``pollux-learning``)."""
+
+    def __init__(self, policy: str, search: str = "nsga2", population: int = POPULATION,
+                 generations: int = GENERATIONS, seed: int = 0):
+        if search not in SEARCHES:
+            raise ConfigError(f"policy {policy}: search must be one of {SEARCHES}, got {search!r}")
+        self.search, self.population, self.generations = search, int(population), int(generations)
+        self.seed = int(seed)
+        self.reset()
+
+    def params(self) -> dict:
+        return {"search": self.search, "population": self.population, "generations": self.generations,
+                "seed": self.seed}
+
+    def reset(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+        self.prev_states: np.ndarray | None = None    # [K, J_prev, N] last Pareto set
+        self.prev_jobs = np.zeros(0, np.int64)
+
+    def solve(self, problem: PolluxProblem, ids: np.ndarray, per_node: int) -> np.ndarray:
+        """The chosen allocation ``[J, N]`` of the jobs ``ids`` (the problem's rows)."""
+        if self.search == "dp":
+            return dp_search(problem, per_node, self.rng)
+        states, f = nsga2(problem, self._seed_states(ids, problem), self.rng, self.population,
+                          self.generations)
+        self.prev_states, self.prev_jobs = states, ids
+        return states[int(np.argmin(f[:, 0]))]
+
+    def _seed_states(self, ids: np.ndarray, problem: PolluxProblem) -> np.ndarray:
+        """The previous Pareto set with rows moved to the same jobs (new jobs empty), or the
+        current allocation (the authors' ``_adapt_prev_states``)."""
+        if self.prev_states is None:
+            return problem.base[None].copy()
+        out = np.zeros((self.prev_states.shape[0], *problem.base.shape), np.int64)
+        src = {int(j): k for k, j in enumerate(self.prev_jobs)}
+        rows = [(r, src[int(j)]) for r, j in enumerate(ids) if int(j) in src]
+        if rows:
+            dst, s = map(np.array, zip(*rows))
+            out[:, dst] = self.prev_states[:, s]
+        return out
+
+
+def current_allocation(state, order: np.ndarray) -> np.ndarray:
+    """``[J, N]`` GPUs of the active jobs ``order`` (rows in that order) on each node now."""
+    base = np.zeros((order.shape[0], state.cluster.node_gpus.shape[0]), np.int64)
+    for row, i in enumerate(order):
+        s = slice(int(state.pl_indptr[i]), int(state.pl_indptr[i + 1]))
+        np.add.at(base[row], state.pl_nodes[s], state.pl_counts[s])
+    return base
+
+
+def allocation_pairs(x: np.ndarray, order: np.ndarray) -> list[list[tuple[int, int]]]:
+    """Each active job's (node, GPUs) pairs from an allocation ``x`` whose rows are ``order``."""
+    per_job: list[list[tuple[int, int]]] = [[] for _ in range(order.shape[0])]
+    for row, i in enumerate(order):
+        nz = np.flatnonzero(x[row])
+        per_job[i] = [(int(n), int(x[row, n])) for n in nz]
+    return per_job
