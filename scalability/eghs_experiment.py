@@ -246,7 +246,7 @@ def tasks_for(args) -> list[dict]:
         for nodes in [int(x) for x in args.sizes.split(",")]:
             jpn, load = WORKLOADS[wk][nodes]
             vs = args.variants.split(",") if nodes not in args.big else args.big_variants.split(",")
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 for v in vs:
                     tasks.append({**base, "workload": wk, "nodes": nodes, "seed": seed, "variant": v,
                                   "jobs_per_node": jpn, "load": load})
@@ -258,6 +258,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="64,256,1024")
     ap.add_argument("--workloads", default="main,contended")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seeds first-seed .. first-seed + seeds - 1 (to add seeds to a runs.csv)")
     ap.add_argument("--duration-scale", type=float, default=DURATION_SCALE)
     ap.add_argument("--round-s", type=float, default=60.0)
     ap.add_argument("--variants", default=",".join(VARIANTS))

@@ -96,6 +96,8 @@ def test_learning_run_finishes_within_gpu_ranges_and_repeats(search):
         held = per[per > 0]
         ids = active[per > 0]
         assert np.all(held >= jobs.gpus_min[ids]) and np.all(held <= jobs.gpus_max[ids])
+    # the restart factor's counts are the engine's restarts
+    assert np.array_equal(rec.inner.restarts, res.restarts)
     _, _, again = _learning_run(search)
     assert np.array_equal(res.finish, again.finish)
     assert np.array_equal(res.restarts, again.restarts)
