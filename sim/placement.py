@@ -432,3 +432,11 @@ def changed_jobs(a_indptr, a_nodes, a_counts, b_indptr, b_nodes, b_counts):
                 out[i] = True
                 break
     return out
+
+
+
+def restarted_jobs(state, indptr, nodes, counts, after) -> np.ndarray:
+    """True for each active job that a new placement (CSR aligned with ``state.active``;
+    ``after``: its GPUs per job) restarts: it holds GPUs now, still holds some, and they moved."""
+    moved = changed_jobs(state.pl_indptr, state.pl_nodes, state.pl_counts, indptr, nodes, counts)
+    return moved & (state.ngpu > 0) & (after > 0)

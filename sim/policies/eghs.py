@@ -41,7 +41,8 @@ from ..errors import ConfigError
 from ..learning._kernels import micro_update_batch
 from ..learning.progress_estimate import EstimatorConfig, ProgressEstimator
 from ..learning.spec import DynamicsConfig
-from ..placement import PLACEMENT_MODES, changed_jobs, greedy_place, type_inputs, type_room
+from ..learning.stats_efficiency import efficiency
+from ..placement import PLACEMENT_MODES, greedy_place, restarted_jobs, type_inputs, type_room
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 from .base import Policy, stable_order
 from .elastic import admit_fill, restart_factor, throughput_table
@@ -104,8 +105,7 @@ class _ElasticPolicy(Policy):
         lens = np.diff(indptr)
         after = np.bincount(np.repeat(np.arange(lens.size), lens), weights=counts,
                             minlength=lens.size).astype(np.int64)
-        moved = changed_jobs(state.pl_indptr, state.pl_nodes, state.pl_counts, indptr, nodes, counts)
-        self.restarts[state.active[moved & (state.ngpu > 0) & (after > 0)]] += 1
+        self.restarts[state.active[restarted_jobs(state, indptr, nodes, counts, after)]] += 1
         return indptr, nodes, counts, after
 
     def params(self) -> dict:
@@ -206,9 +206,7 @@ def _efficiency_table(obs, demand, width) -> np.ndarray:
     """EFF(n b) relative to the requested batch at the measured noise scale, n = 0..width-1."""
     n = np.arange(width)[None, :]
     M0 = demand * obs.local_batch
-    B = np.maximum(n, 1) * obs.local_batch[:, None]
-    phi = obs.noise_scale[:, None]
-    return (phi + M0[:, None]) / (phi + B)
+    return efficiency(np.maximum(n, 1) * obs.local_batch[:, None], M0[:, None], obs.noise_scale[:, None])
 
 
 @register

@@ -33,7 +33,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import ConfigError
-from ..placement import changed_jobs, type_inputs
+from ..learning.stats_efficiency import efficiency
+from ..placement import restarted_jobs, type_inputs
 from ..state import Plan, SchedState
 from .base import Policy
 from .goodput_base import csr_plan
@@ -83,9 +84,9 @@ class PolluxLearning(Policy):
         x = self.searcher.solve(self.problem(state, order), ids[order], int(state.cluster.node_gpus.max()))
         x[(x.sum(axis=1) < state.jobs.gpus_min[ids[order]])] = 0
         plan = csr_plan(allocation_pairs(x, order))
-        moved = changed_jobs(state.pl_indptr, state.pl_nodes, state.pl_counts, plan.indptr, plan.nodes,
-                             plan.counts)
-        self.restarts[ids[moved & (state.ngpu > 0) & (np.diff(plan.indptr) > 0)]] += 1
+        after = np.zeros(ids.shape[0], np.int64)
+        after[order] = x.sum(axis=1)
+        self.restarts[ids[restarted_jobs(state, plan.indptr, plan.nodes, plan.counts, after)]] += 1
         return plan
 
     # -- the problem --------------------------------------------------------
@@ -149,6 +150,5 @@ class PolluxLearning(Policy):
         if obs is None:
             return rate
         b = obs.local_batch[order][:, None, None]
-        phi = obs.noise_scale[order][:, None, None]
         m0 = state.jobs.demand[state.active[order]][:, None, None] * b
-        return rate * (phi + m0) / (phi + np.maximum(r, 1) * b)
+        return rate * efficiency(np.maximum(r, 1) * b, m0, obs.noise_scale[order][:, None, None])
