@@ -1,6 +1,7 @@
 """Hops (paper 3) experiments in simulation (docs/hops.md has the tables beside the paper's).
 
     .venv/bin/python scalability/hops_experiment.py table4 [--seeds 5] [--jobs 500] [--load 100]
+    .venv/bin/python scalability/hops_experiment.py table3        (hops-64, 25 jobs over 2.5 h)
     .venv/bin/python scalability/hops_experiment.py ablation | ftf | load [--loads 30,100,300]
     .venv/bin/python scalability/hops_experiment.py ilp-time [--scales 0.25,0.5,1,2,4,8,16]
     .venv/bin/python scalability/hops_experiment.py estimator [--jobs 200]
@@ -10,7 +11,9 @@ Every policy of one seed runs on the same workload and the same hidden server tr
 (sim.hops.servers.ServerTruth, seeded per seed); results go to scalability/results/hops/<stem>.json
 (one row per policy and seed) and .md (mean ± 95% CI half-width, t-free normal 1.96 s/sqrt(n), and
 Hops' paired ratio to each baseline with a bootstrap CI, sim.stats).
-Workload [I]: Gavel's GPU counts (1, 2, 4, 8), Philly run times (sim.workload); each job's
+Workload [I]: Gavel's GPU counts (1, 2, 4, 8) and run times from the paper's size classes
+(``--durations hops``, the default: sim.workload HOPS_SIZE_CLASSES) or Philly's (``--durations
+philly``, the first port's workload; result files without a suffix); each job's
 requirement set is {d/2, d, 2d} within [1, 16] (REQUIREMENT_SET), and the rigid baselines get the
 median d, as the paper gives Gavel.
 Baselines: ``gavel-max-min-fairness-perf`` (Gavel's own LP and fairness objective; our Gavel has no
@@ -64,17 +67,21 @@ SIA = ("sia-rigid", {})
 #: label -> (policy, kwargs) per experiment
 SETUPS = {
     "table4": {"hops": HOPS, "gavel": GAVEL, "sia": SIA},
+    "table3": {"hops": HOPS, "gavel": GAVEL, "sia": SIA},
     "ablation": {f"hops-{p}": ("hops", {"mip_rel_gap": LARGE_GAP, "priority": p})
                  for p in ("lr", "las", "sjf", "srtf")},
     "ftf": {"hops-ftf-lam2": ("hops", {"mip_rel_gap": LARGE_GAP, "priority": "ftf", "lam": 2.0}),
-            "hops-lr": HOPS, "gavel-ftf": ("gavel-finish-time-fairness-perf", {})},
-    "load": {"hops": HOPS, "gavel": GAVEL},
+            "hops-lr": HOPS, "gavel-ftf": ("gavel-finish-time-fairness-perf", {}), "sia": SIA},
+    "load": {"hops": HOPS, "gavel": GAVEL, "sia": SIA},
 }
+#: per-experiment defaults of (cluster, jobs, load): Table 3 is the physical run, 25 jobs over a
+#: 2.5 h submission window on the 64-GPU cluster (algorithms.md §4.11), so 10 jobs/h
+DEFAULTS = {"table3": ("hops-64", 25, 10.0)}
 KEYS = ("makespan_h", "avg_jct_h", "avg_wait_h", "max_lr", "avg_frag", "max_rho")
 
 
-def workload(n_jobs: int, load: float, seed: int, oracle) -> JobTable:
-    w = generate_workload(n_jobs, load, seed, throughput=oracle, durations="philly")
+def workload(n_jobs: int, load: float, seed: int, oracle, durations: str = "hops") -> JobTable:
+    w = generate_workload(n_jobs, load, seed, throughput=oracle, durations=durations)
     d = np.asarray(w.gpus, np.int64)
     sets = [sorted({int(min(MAX_REQUEST, max(1, round(x * f)))) for f in REQUIREMENT_SET}) for x in d]
     t = w.table
@@ -83,15 +90,16 @@ def workload(n_jobs: int, load: float, seed: int, oracle) -> JobTable:
 
 
 def one(args) -> dict:
-    label, name, kw, seed, n_jobs, load, cluster_name = args
+    label, name, kw, seed, n_jobs, load, cluster_name, durations = args
     cluster, oracle = get_preset(cluster_name), TableThroughput.builtin()
-    w = workload(n_jobs, load, seed, oracle)
+    w = workload(n_jobs, load, seed, oracle, durations)
     truth = ServerTruth(cluster, n_jobs, seed=seed)
     pol = get_policy(name, **kw)
     t0 = time.perf_counter()
     res = simulate(cluster, w, pol, oracle, EngineConfig(), truth=truth)
     s = summary(res)
     return {"label": label, "policy": name, "params": kw, "seed": seed, "jobs": n_jobs, "load": load,
+            "durations": durations, "cluster": cluster_name,
             "makespan_h": s["makespan_s"] / 3600, "avg_jct_h": s["avg_jct_s"] / 3600,
             "avg_wait_h": s["avg_wait_s"] / 3600, "max_lr": max_latency_ratio(res),
             "avg_frag": float(fragments_per_round(res, FRAG_ROUND_S).mean()), "max_rho": max_ftf_rho(res),
@@ -134,14 +142,15 @@ def table(rows: list[dict], labels) -> str:
     return "\n".join(out)
 
 
-def run_setup(kind: str, seeds: int, n_jobs: int, loads, cluster: str, workers: int, labels=None) -> None:
+def run_setup(kind: str, seeds: int, n_jobs: int, loads, cluster: str, workers: int, labels=None,
+              durations: str = "hops") -> None:
     """Run every (label, seed) of ``kind``; with ``labels``, only those, keeping the other labels'
     rows of an earlier run from its JSON file (each row records the commit that made it)."""
     setup = SETUPS[kind]
     run = [lab for lab in setup if labels is None or lab in labels]
     for load in loads:
-        tasks = [(lab, *setup[lab], s, n_jobs, load, cluster) for s in range(seeds) for lab in run]
-        stem = f"{kind}_{cluster}_{n_jobs}jobs_{load:g}ph"
+        tasks = [(lab, *setup[lab], s, n_jobs, load, cluster, durations) for s in range(seeds) for lab in run]
+        stem = f"{kind}_{cluster}_{n_jobs}jobs_{load:g}ph" + ("" if durations == "philly" else f"_{durations}")
         old = OUT / f"{stem}.json"
         rows = [r for r in json.loads(old.read_text()) if r["label"] not in run] if labels and old.exists() else []
         with ProcessPoolExecutor(workers) as ex:          # rewrite the files as each run ends
@@ -177,7 +186,7 @@ def round_ilp(cluster, seed: int, gap: float, time_limit_s: float | None):
     columns, window jobs); CPU seconds are the figure to read on a shared machine."""
     oracle = TableThroughput.builtin()
     n_jobs = int(cluster.total_gpus) // 2 + 50
-    w = workload(n_jobs, 100.0, seed, oracle)
+    w = workload(n_jobs, 100.0, seed, oracle, "philly")  # as committed in ilp_time.json
     jobs = job_specs(w, oracle, 0.0)
     truth = ServerTruth(cluster, n_jobs, seed=seed)
     pol = get_policy("hops", mip_rel_gap=gap, time_limit_s=time_limit_s)
@@ -297,10 +306,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=[*SETUPS, "ilp-time", "estimator", "plots"])
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--jobs", type=int, default=500)
-    ap.add_argument("--loads", default="100")
+    ap.add_argument("--jobs", type=int, default=None, help="default 500 (table3: 25)")
+    ap.add_argument("--loads", default=None, help="jobs/h, comma-separated; default 100 (table3: 10)")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--cluster", default="hops-512")
+    ap.add_argument("--cluster", default=None, help="default hops-512 (table3: hops-64)")
+    ap.add_argument("--durations", default="hops", choices=("hops", "philly"),
+                    help="run times: the paper's size classes (default) or Philly's")
     ap.add_argument("--scales", default="0.25,0.5,1,2,4,8,16")
     ap.add_argument("--gaps", default="0.01,0.05")
     ap.add_argument("--time-limit", type=float, default=None)
@@ -315,8 +326,10 @@ def main() -> None:
     elif a.what == "plots":
         plots()
     else:
-        run_setup(a.what, a.seeds, a.jobs, [float(x) for x in a.loads.split(",")], a.cluster, a.workers,
-                  a.labels.split(",") if a.labels else None)
+        cluster, jobs, load = DEFAULTS.get(a.what, ("hops-512", 500, 100.0))
+        loads = [float(x) for x in a.loads.split(",")] if a.loads else [load]
+        run_setup(a.what, a.seeds, a.jobs or jobs, loads, a.cluster or cluster, a.workers,
+                  a.labels.split(",") if a.labels else None, a.durations)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,13 @@ Sizes and durations (``sizes=`` / ``durations=``):
   durations="philly"``: the duration is drawn given the Gavel-drawn count.  With
   ``philly_samples=PATH`` (CSV with columns ``duration_s,num_gpus``) pairs are resampled from
   that file instead (uniformly over its rows).
+* ``"hops"``: the size classes of the Hops paper's workload (Wang et al., SoCC'24 §4;
+  algorithms.md §4.11) by GPU-duration (GPU count x run time on the reference type): S 0-1 h,
+  M 1-10 h, L 10-50 h, XL > 50 h (:data:`HOPS_SIZE_CLASSES`).  The paper gives neither the mix
+  of classes nor a bound for XL nor the law inside a class, so these are ours [I]: the class
+  is uniform over the four (no information favours one), the GPU-duration log-uniform inside
+  it, S from 0.1 h and XL up to 100 h (twice its lower bound); the run time is the GPU-duration
+  over the drawn GPU count.  Mean 25 GPU-hours a job.
 
 Everything comes from one ``numpy.random.Generator(PCG64(seed))`` in a fixed order, so the same
 arguments give an identical table.
@@ -54,7 +61,7 @@ from .limits import MAX_LOAD_PER_HOUR, MAX_TIME_S, MIN_LOAD_PER_HOUR, check_seed
 from .throughput import TableThroughput, ThroughputOracle
 
 __all__ = ["generate_workload", "GAVEL_SIZE_MIX", "GAVEL_LONG_JOB_PROB", "GAVEL_SHORT_LOG10_MIN",
-           "GAVEL_LONG_LOG10_MIN", "GAVEL_HIGH_PRIORITY", "philly_distribution", "read_philly_samples"]
+           "GAVEL_LONG_LOG10_MIN", "GAVEL_HIGH_PRIORITY", "HOPS_SIZE_CLASSES", "philly_distribution", "read_philly_samples"]
 
 #: Gavel's scale-factor mix: (GPU count, probability)  [C: gavel scheduler/utils.py].
 GAVEL_SIZE_MIX = ((1, 0.70), (2, 0.10), (4, 0.15), (8, 0.05))
@@ -63,6 +70,9 @@ GAVEL_LONG_JOB_PROB = 0.2
 #: log10 of the duration in minutes: U(1.5, 3) for short jobs, U(3, 4) for long ones.
 GAVEL_SHORT_LOG10_MIN = (1.5, 3.0)
 GAVEL_LONG_LOG10_MIN = (3.0, 4.0)
+#: Hops' size classes by GPU-duration in hours, (name, low, high) [S: Hops §4; bounds of S's low
+#: end and XL's high end are ours, see the module docstring]; drawn uniformly, log-uniform inside.
+HOPS_SIZE_CLASSES = (("S", 0.1, 1.0), ("M", 1.0, 10.0), ("L", 10.0, 50.0), ("XL", 50.0, 100.0))
 #: Gavel's multi-priority experiments give 20% of jobs weight 5 (``high_priority_fraction=0.2``).
 GAVEL_HIGH_PRIORITY = 5.0
 
@@ -132,6 +142,15 @@ def _gavel_durations(rng: np.random.Generator, n: int) -> np.ndarray:
     lo = np.where(long_, GAVEL_LONG_LOG10_MIN[0], GAVEL_SHORT_LOG10_MIN[0])
     hi = np.where(long_, GAVEL_LONG_LOG10_MIN[1], GAVEL_SHORT_LOG10_MIN[1])
     return 60.0 * 10.0 ** (lo + (hi - lo) * u)
+
+
+def _hops_durations(rng: np.random.Generator, gpus: np.ndarray) -> np.ndarray:
+    """Run times (s) at ``gpus`` of GPU-durations drawn from :data:`HOPS_SIZE_CLASSES`."""
+    bounds = np.log(np.array([(lo, hi) for _, lo, hi in HOPS_SIZE_CLASSES]))
+    cls = rng.integers(0, bounds.shape[0], size=gpus.shape[0])
+    lo, hi = bounds[cls, 0], bounds[cls, 1]
+    gpu_h = np.exp(lo + (hi - lo) * rng.random(gpus.shape[0]))
+    return 3600.0 * gpu_h / gpus
 
 
 def _philly_durations(rng: np.random.Generator, gpus: np.ndarray) -> np.ndarray:
@@ -214,7 +233,7 @@ def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
         models: restrict the models drawn (names in the throughput table); default all.
         sizes: ``"gavel"``, ``"philly"`` or ``"single"`` (every job 1 GPU: Gavel's single-GPU
             experiments, ``generate_multi_gpu_jobs=False``).
-        durations: ``"gavel"`` or ``"philly"``.
+        durations: ``"gavel"``, ``"philly"`` or ``"hops"`` (the Hops paper's size classes).
         throughput: the oracle models come from; default :meth:`TableThroughput.builtin`.
         philly_samples: optional CSV (``duration_s,num_gpus``) to resample instead of the built-in
             Philly table; used when ``sizes`` or ``durations`` is ``"philly"``.
@@ -232,8 +251,8 @@ def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
     seed = check_seed(seed)
     if sizes not in ("gavel", "philly", "single"):
         raise ConfigError(f"sizes must be 'gavel', 'philly' or 'single', got {sizes!r}")
-    if durations not in ("gavel", "philly"):
-        raise ConfigError(f"durations must be 'gavel' or 'philly', got {durations!r}")
+    if durations not in ("gavel", "philly", "hops"):
+        raise ConfigError(f"durations must be 'gavel', 'philly' or 'hops', got {durations!r}")
     if work not in ("duration", "iterations"):
         raise ConfigError(f"work must be 'duration' or 'iterations', got {work!r}")
     if not 0.0 <= high_priority_fraction <= 1.0:
@@ -277,6 +296,8 @@ def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
             gpus = dist["gpu_counts"][np.searchsorted(cum, rng.random(n), side="right")]
         if durations == "gavel":
             dur = _gavel_durations(rng, n)
+        elif durations == "hops":
+            dur = _hops_durations(rng, gpus)
         elif samples is not None:
             # resample a duration among the file's rows with the same GPU count (any row if none)
             dur = np.empty(n)

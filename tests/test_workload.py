@@ -6,7 +6,7 @@ import pytest
 
 from sim.errors import ConfigError, TraceError
 from sim.throughput import TableThroughput
-from sim.workload import GAVEL_SIZE_MIX, generate_workload, philly_distribution
+from sim.workload import GAVEL_SIZE_MIX, HOPS_SIZE_CLASSES, generate_workload, philly_distribution
 
 
 def test_deterministic():
@@ -41,6 +41,26 @@ def test_gavel_duration_law():
     assert np.all(np.isnan(j.iterations))
     short = logm[logm < 3.0]
     assert np.mean(short) == pytest.approx(2.25, abs=0.02)  # U(1.5, 3) mean
+
+
+def test_hops_size_class_law():
+    """GPU-duration (GPUs x run time): each class a quarter of the jobs, log-uniform inside it
+    (so the mean of log GPU-hours in a class is the mean of its log bounds), the GPU counts
+    still Gavel's, and the same seed the same table."""
+    j = generate_workload(40_000, 10.0, 5, durations="hops")
+    gpu_h = j.gpus * j.duration_s / 3600.0
+    lo, hi = HOPS_SIZE_CLASSES[0][1], HOPS_SIZE_CLASSES[-1][2]
+    assert gpu_h.min() >= lo and gpu_h.max() <= hi
+    for _, a, b in HOPS_SIZE_CLASSES:
+        sel = (gpu_h >= a) & (gpu_h < b)
+        assert np.mean(sel) == pytest.approx(0.25, abs=0.01)
+        assert np.mean(np.log(gpu_h[sel])) == pytest.approx((np.log(a) + np.log(b)) / 2, abs=0.02)
+    for count, p in GAVEL_SIZE_MIX:
+        assert np.mean(j.gpus == count) == pytest.approx(p, abs=0.01)
+    assert generate_workload(300, 10.0, 5, durations="hops").table.equals(
+        generate_workload(300, 10.0, 5, durations="hops").table)
+    with pytest.raises(ConfigError, match="'gavel', 'philly' or 'hops'"):
+        generate_workload(3, 10.0, 5, durations="paper")
 
 
 def test_models_support_count():

@@ -36,7 +36,7 @@ def register(sub) -> None:
     run.add_argument("--load", type=float, default=DEFAULT_LOAD, help="arrival rate, jobs per hour")
     run.add_argument("--sizes", choices=("gavel", "philly", "single"), default="gavel",
                      help="GPU-request distribution of generated jobs")
-    run.add_argument("--durations", choices=("gavel", "philly"), default="gavel",
+    run.add_argument("--durations", choices=("gavel", "philly", "hops"), default="gavel",
                      help="duration distribution of generated jobs")
     run.add_argument("--policy", default=",".join(DEFAULT_POLICIES), help="NAME[,NAME...]")
     run.add_argument("--placement", choices=("consolidated", "spread"), default="consolidated",

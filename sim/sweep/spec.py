@@ -24,7 +24,7 @@ A spec (full reference in scalability/specs/README.md)::
     # trace_format = "philly"            # format of the traces (default: detected per file)
     load_unit = "utilization"            # "jobs_per_hour" | "jobs_per_hour_per_node" | "utilization"
     sizes = "gavel"                      # "gavel" | "philly" | "single"
-    durations = "gavel"                  # "gavel" | "philly"
+    durations = "gavel"                  # "gavel" | "philly" | "hops"
 
     [engine]
     placement = "consolidated"           # default placement of every policy
@@ -73,7 +73,7 @@ _CLUSTER_KEYS = {"gpus_per_node", "gpu_type"}
 _WORKLOAD_KEYS = {"trace", "trace_format", "jobs", "jobs_per_node", "load_unit", "sizes", "durations"}
 _ENGINE_KEYS = {"placement", "round_s", "restart_delay_s"}
 _SIZES = ("gavel", "philly", "single")
-_DURATIONS = ("gavel", "philly")
+_DURATIONS = ("gavel", "philly", "hops")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
