@@ -106,7 +106,9 @@ def one(args) -> dict:
             "durations": durations, "cluster": cluster_name,
             "makespan_h": s["makespan_s"] / 3600, "avg_jct_h": s["avg_jct_s"] / 3600,
             "avg_wait_h": s["avg_wait_s"] / 3600, "max_lr": max_latency_ratio(res),
-            "avg_frag": float(fragments_per_round(res, FRAG_ROUND_S).mean()), "max_rho": max_ftf_rho(res),
+            "avg_frag": float(fragments_per_round(res, FRAG_ROUND_S, getattr(pol, "profile_log", None),
+                                                  pol.round_s).mean()),
+            "avg_frag_engine": float(fragments_per_round(res, FRAG_ROUND_S).mean()), "max_rho": max_ftf_rho(res),
             "ilp_counts": getattr(pol, "ilp_counts", None), "wall_s": time.perf_counter() - t0,
             "commit": _commit()}
 

@@ -109,6 +109,22 @@ def test_hops_runs_with_hidden_truth_and_learns():
     assert pol.est.profiled.all() and pol.est.srv_cnt.sum() > 0
     assert max_latency_ratio(res) >= 0 and np.isfinite(raqlr(res, float(res.finish.max()), 1e9))
     assert fragments_per_round(res, 60.0).min() >= 0
+    # the profiling queue holds GPUs the engine sees idle: counted busy, never below 0 idle
+    assert pol.profile_log[0] == (0.0, 2 * c.n_types, 2)          # jobs 0 and 1, one GPU per type each
+    assert np.all(fragments_per_round(res, 60.0, pol.profile_log) <= fragments_per_round(res, 60.0))
+
+
+def test_fragments_by_hand_with_profiling():
+    """Rounds of 60 s, 10 GPUs.  Round 0 ends with 4 used, 2 queued (both being profiled on 3
+    GPUs): 3 of the 6 idle GPUs are profiling and nobody else waits -> 0.  Round 1 ends with 5
+    used and 1 queued, profiling over (it held 60 s from t = 0): 5 idle.  Round 2: 10 used -> 0."""
+    from types import SimpleNamespace
+    from sim.result import Timeline
+    tl = Timeline(time=[0.0, 50.0, 70.0, 130.0], used_gpus=[2, 4, 5, 10], queued=[2, 2, 1, 1])
+    res = SimpleNamespace(timeline=tl, cluster=SimpleNamespace(total_gpus=10))
+    np.testing.assert_array_equal(fragments_per_round(res, 60.0), [6, 5, 0])
+    np.testing.assert_array_equal(fragments_per_round(res, 60.0, [(0.0, 3, 2)]), [0, 5, 0])
+    np.testing.assert_array_equal(fragments_per_round(res, 60.0, [(0.0, 3, 1)]), [3, 5, 0])
 
 
 def _state(cluster, jobs, reasons=ROUND):

@@ -30,9 +30,13 @@ def raqlr(result, at: float, window_s: float) -> float:
     return float(np.nanmean(lr)) if np.isfinite(lr).any() else float("nan")
 
 
-def fragments_per_round(result, round_s: float) -> np.ndarray:
+def fragments_per_round(result, round_s: float, profiling=None, hold_s: float | None = None) -> np.ndarray:
     """Hops' fragmentation (§4.2): per round, the idle GPUs after the round's last decision while
-    at least one job is still unassigned (0 when none waits); one value per round of the run."""
+    at least one job is still unassigned (0 when none waits); one value per round of the run.
+
+    ``profiling``: Hops' profiling queue (``Hops.profile_log``: (time, GPUs, jobs) per round that
+    profiled), whose GPUs the engine sees idle and whose jobs it sees queued; for ``hold_s``
+    (default ``round_s``) from each entry they count busy and assigned."""
     tl = result.timeline
     t = np.asarray(tl.time, float)
     if t.size == 0:
@@ -40,7 +44,14 @@ def fragments_per_round(result, round_s: float) -> np.ndarray:
     rnd = np.floor((t - t[0]) / round_s).astype(np.int64)
     last = np.flatnonzero(np.r_[rnd[1:] != rnd[:-1], True])
     idle = result.cluster.total_gpus - np.asarray(tl.used_gpus, float)[last]
-    return np.where(np.asarray(tl.queued)[last] > 0, idle, 0.0)
+    queued = np.asarray(tl.queued, float)[last]
+    if profiling:
+        at, gpus, jobs = (np.asarray(x, float) for x in zip(*profiling))
+        k = np.searchsorted(at, t[last], side="right") - 1
+        live = (k >= 0) & (t[last] < at[np.maximum(k, 0)] + (round_s if hold_s is None else hold_s))
+        idle = idle - np.where(live, gpus[np.maximum(k, 0)], 0.0)
+        queued = queued - np.where(live, jobs[np.maximum(k, 0)], 0.0)
+    return np.where(queued > 0, idle, 0.0)
 
 
 def max_ftf_rho(result) -> float:

@@ -111,17 +111,22 @@ class Hops(Policy):
         self.last_full = -np.inf
         self.waiting_reason: dict[int, str] = {int(j): NO_FIT for j in np.flatnonzero(self.r_min == 0)}
         self.ilp_counts: dict[str, int] = {}
+        #: GPUs per server the current round's profiling holds (the engine sees them idle)
+        self.reserved = np.zeros(c.n_nodes, np.int64)
+        #: per full round with profiling: (time, GPUs it holds, jobs it profiles), for metrics
+        #: that must count those GPUs busy (sim.hops.metrics.fragments_per_round)
+        self.profile_log: list[tuple[float, int, int]] = []
 
     def schedule(self, state: SchedState) -> Plan:
         if self._jobs is not state.jobs or state.now < self._now:
             self._start(state)
         self._now = state.now
         full = bool(state.reasons & ROUND) or state.now >= self.last_full + self.round_s
-        reserved = np.zeros(state.cluster.n_nodes, np.int64)
         if full:
             self.last_full = state.now
             self._observe(state)
-            reserved = self._profile(state)
+            self.reserved = self._profile(state)
+        reserved = self.reserved
         ids = state.active
         tick = np.floor(state.now / self.refresh_s) * self.refresh_s
         prio = priority(self.priority, state, tick, self.r_avg[ids])
@@ -162,6 +167,8 @@ class Hops(Policy):
                     reserved[s] += 1
                     self.est.record_profile(j, s, state.monitor.profile(j, s, self.profile_iters))
             self.est.profiled[j] = True
+        if new.size:
+            self.profile_log.append((state.now, int(reserved.sum()), int(new.size)))
         return reserved
 
     # -- planning ----------------------------------------------------------------------------
@@ -176,7 +183,7 @@ class Hops(Policy):
         if full:
             cap = c.node_gpus.astype(np.int64) - reserved
         else:
-            cap = state.node_free.astype(np.int64).copy()
+            cap = np.maximum(state.node_free.astype(np.int64) - reserved, 0)
             rows[state.ngpu > 0] = np.flatnonzero(state.ngpu > 0)
         elig = order[ok[order]]
         win = service_window(self.r_min[ids[elig]], c.total_gpus)
