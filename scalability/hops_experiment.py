@@ -108,7 +108,8 @@ def one(args) -> dict:
             "avg_wait_h": s["avg_wait_s"] / 3600, "max_lr": max_latency_ratio(res),
             "avg_frag": float(fragments_per_round(res, FRAG_ROUND_S, getattr(pol, "profile_log", None),
                                                   pol.round_s).mean()),
-            "avg_frag_engine": float(fragments_per_round(res, FRAG_ROUND_S).mean()), "max_rho": max_ftf_rho(res),
+            "avg_frag_end_engine": float(fragments_per_round(res, FRAG_ROUND_S, at="end").mean()),
+            "max_rho": max_ftf_rho(res),
             "ilp_counts": getattr(pol, "ilp_counts", None), "wall_s": time.perf_counter() - t0,
             "commit": _commit()}
 
@@ -281,11 +282,37 @@ def estimator_error(n_jobs: int, seed: int, steps=(0, 1, 2, 5, 10, 20, 50)) -> N
     _write("estimator_error", rows, "\n".join(md))
 
 
+def load_rows(durations: str = "hops", cluster: str = "hops-512", n_jobs: int = 500) -> list[dict]:
+    """Every row of the load sweep's result files, all loads."""
+    suffix = "" if durations == "philly" else f"_{durations}"
+    rows = []
+    for f in sorted(OUT.glob(f"load_{cluster}_{n_jobs}jobs_*ph{suffix}.json")):
+        rows += json.loads(f.read_text())
+    return rows
+
+
+def plot_load(plt, rows) -> None:
+    """Avg JCT and max LR against load, per label: mean over seeds with a 95% CI bar."""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+    for lab in SETUPS["load"]:
+        loads = sorted({r["load"] for r in rows if r["label"] == lab})
+        for ax, key in zip(axes, ("avg_jct_h", "avg_wait_h", "max_lr")):
+            vals = [np.array([r[key] for r in rows if r["label"] == lab and r["load"] == x]) for x in loads]
+            ci = [1.96 * v.std(ddof=1) / np.sqrt(v.size) if v.size > 1 else 0.0 for v in vals]
+            ax.errorbar(loads, [v.mean() for v in vals], yerr=ci, marker="o", capsize=2, label=lab)
+            ax.set(xscale="log", xlabel="arrivals (jobs/h)", ylabel=key)
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Hops load sweep (hops-512, 500 jobs, size-class workload)")
+    fig.tight_layout(), fig.savefig(OUT / "load_sweep.png", dpi=100)
+
+
 def plots() -> None:
     """PNG figures from the committed JSON results (those present)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    if load_rows():
+        plot_load(plt, load_rows())
     est, ilp = OUT / "estimator_error.json", OUT / "ilp_time.json"
     if est.exists():
         rows = json.loads(est.read_text())

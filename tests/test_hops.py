@@ -115,16 +115,22 @@ def test_hops_runs_with_hidden_truth_and_learns():
 
 
 def test_fragments_by_hand_with_profiling():
-    """Rounds of 60 s, 10 GPUs.  Round 0 ends with 4 used, 2 queued (both being profiled on 3
-    GPUs): 3 of the 6 idle GPUs are profiling and nobody else waits -> 0.  Round 1 ends with 5
-    used and 1 queued, profiling over (it held 60 s from t = 0): 5 idle.  Round 2: 10 used -> 0."""
+    """Rounds of 60 s, 10 GPUs; decisions at 0, 50, 70 and 130 s.
+    At the end of each round ("end": the decisions at 50, 70 and 130 s): round 0 has 4 used and 2
+    queued, both being profiled on 3 GPUs: 3 of the 6 idle GPUs are profiling and nobody else
+    waits -> 0; round 1: 5 used, 1 queued, profiling over (it held 60 s from t = 0): 5 idle;
+    round 2: 10 used -> 0.  At the start of each round ("start": the state at 0, 60 and 120 s, so
+    the decisions at 0, 50 and 70 s): 8, 6 (4 used, 2 queued; profiling over at 60 s), 5."""
     from types import SimpleNamespace
     from sim.result import Timeline
     tl = Timeline(time=[0.0, 50.0, 70.0, 130.0], used_gpus=[2, 4, 5, 10], queued=[2, 2, 1, 1])
     res = SimpleNamespace(timeline=tl, cluster=SimpleNamespace(total_gpus=10))
-    np.testing.assert_array_equal(fragments_per_round(res, 60.0), [6, 5, 0])
-    np.testing.assert_array_equal(fragments_per_round(res, 60.0, [(0.0, 3, 2)]), [0, 5, 0])
-    np.testing.assert_array_equal(fragments_per_round(res, 60.0, [(0.0, 3, 1)]), [3, 5, 0])
+    np.testing.assert_array_equal(fragments_per_round(res, 60.0, at="end"), [6, 5, 0])
+    np.testing.assert_array_equal(fragments_per_round(res, 60.0, [(0.0, 3, 2)], at="end"), [0, 5, 0])
+    np.testing.assert_array_equal(fragments_per_round(res, 60.0, [(0.0, 3, 1)], at="end"), [3, 5, 0])
+    np.testing.assert_array_equal(fragments_per_round(res, 60.0), [8, 6, 5])
+    np.testing.assert_array_equal(fragments_per_round(res, 60.0, [(0.0, 3, 2)]), [0, 6, 5])
+    np.testing.assert_array_equal(fragments_per_round(res, 60.0, [(0.0, 3, 1)]), [5, 6, 5])
 
 
 def _state(cluster, jobs, reasons=ROUND):

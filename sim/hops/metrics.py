@@ -30,25 +30,38 @@ def raqlr(result, at: float, window_s: float) -> float:
     return float(np.nanmean(lr)) if np.isfinite(lr).any() else float("nan")
 
 
-def fragments_per_round(result, round_s: float, profiling=None, hold_s: float | None = None) -> np.ndarray:
-    """Hops' fragmentation (§4.2): per round, the idle GPUs after the round's last decision while
-    at least one job is still unassigned (0 when none waits); one value per round of the run.
+def fragments_per_round(result, round_s: float, profiling=None, hold_s: float | None = None,
+                        at: str = "start") -> np.ndarray:
+    """Hops' fragmentation (§4.2): per round, the idle GPUs while at least one job is still
+    unassigned (0 when none waits); one value per round of the run.
+
+    ``at="start"`` (default) reads each round just after the decisions at its start (the state
+    the round's plan left: the same instant for every policy, event-driven or round-based);
+    ``"end"`` after the round's last decision, which sees more waiting jobs in a policy that
+    is asked at every arrival than in one asked only at rounds.
 
     ``profiling``: Hops' profiling queue (``Hops.profile_log``: (time, GPUs, jobs) per round that
     profiled), whose GPUs the engine sees idle and whose jobs it sees queued; for ``hold_s``
     (default ``round_s``) from each entry they count busy and assigned."""
+    if at not in ("start", "end"):
+        raise ValueError(f"at must be 'start' or 'end', got {at!r}")
     tl = result.timeline
     t = np.asarray(tl.time, float)
     if t.size == 0:
         return np.zeros(0)
-    rnd = np.floor((t - t[0]) / round_s).astype(np.int64)
-    last = np.flatnonzero(np.r_[rnd[1:] != rnd[:-1], True])
+    if at == "end":
+        rnd = np.floor((t - t[0]) / round_s).astype(np.int64)
+        last = np.flatnonzero(np.r_[rnd[1:] != rnd[:-1], True])
+    else:
+        starts = t[0] + round_s * np.arange(int(np.floor((t[-1] - t[0]) / round_s)) + 1)
+        last = np.searchsorted(t, starts, side="right") - 1
+    when = t[last] if at == "end" else starts
     idle = result.cluster.total_gpus - np.asarray(tl.used_gpus, float)[last]
     queued = np.asarray(tl.queued, float)[last]
     if profiling:
-        at, gpus, jobs = (np.asarray(x, float) for x in zip(*profiling))
-        k = np.searchsorted(at, t[last], side="right") - 1
-        live = (k >= 0) & (t[last] < at[np.maximum(k, 0)] + (round_s if hold_s is None else hold_s))
+        at_, gpus, jobs = (np.asarray(x, float) for x in zip(*profiling))
+        k = np.searchsorted(at_, when, side="right") - 1
+        live = (k >= 0) & (when < at_[np.maximum(k, 0)] + (round_s if hold_s is None else hold_s))
         idle = idle - np.where(live, gpus[np.maximum(k, 0)], 0.0)
         queued = queued - np.where(live, jobs[np.maximum(k, 0)], 0.0)
     return np.where(queued > 0, idle, 0.0)
