@@ -306,13 +306,33 @@ def plot_load(plt, rows) -> None:
     fig.tight_layout(), fig.savefig(OUT / "load_sweep.png", dpi=100)
 
 
+def load_summary(rows) -> str:
+    """Per load: each label's mean avg JCT / avg wait / max LR, and Hops' paired avg-JCT ratio
+    to each baseline with its bootstrap CI."""
+    labels = list(SETUPS["load"])
+    md = ["| load (jobs/h) | seeds | " + " | ".join(f"{lab} JCT / wait / max LR" for lab in labels) + " | "
+          + " | ".join(f"hops / {lab} JCT" for lab in labels[1:]) + " |", "|---" * (2 * len(labels) + 1) + "|"]
+    for load in sorted({r["load"] for r in rows}):
+        by = {lab: {r["seed"]: r for r in rows if r["label"] == lab and r["load"] == load} for lab in labels}
+        cells = [" / ".join(f"{np.mean([r[k] for r in by[lab].values()]):.2f}"
+                            for k in ("avg_jct_h", "avg_wait_h", "max_lr")) if by[lab] else "-" for lab in labels]
+        ratios = []
+        for lab in labels[1:]:
+            seeds = sorted(set(by["hops"]) & set(by[lab]))
+            ratios.append(paired_ratio_ci([by["hops"][s]["avg_jct_h"] for s in seeds],
+                                          [by[lab][s]["avg_jct_h"] for s in seeds]).label() if seeds else "-")
+        md.append(f"| {load:g} | {len(by['hops'])} | " + " | ".join(cells + ratios) + " |")
+    return "\n".join(md)
+
+
 def plots() -> None:
-    """PNG figures from the committed JSON results (those present)."""
+    """PNG figures (and the load sweep's summary table) from the committed JSON results."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     if load_rows():
         plot_load(plt, load_rows())
+        (OUT / "load_sweep.md").write_text(load_summary(load_rows()) + "\n")
     est, ilp = OUT / "estimator_error.json", OUT / "ilp_time.json"
     if est.exists():
         rows = json.loads(est.read_text())

@@ -215,3 +215,30 @@ def test_ilp_steps_match_brute_force_on_random_instances():
             seen.add(cut.how)                                # the incumbent, still feasible
             assert cut.how in ("ilp", "limit", "fallback") and cut.value <= out.value + 1e-9
     assert {"trivial", "lp", "ilp", "limit"} <= seen         # every path was exercised
+
+
+def test_restart_penalty_of_a_running_job_by_hand():
+    """Sia's factor on moving a running job: jobs 0-2 arrived at 0, now = 100 s, d = 30 s.
+    Job 0 runs, attained 200 GPU-s, restarted once: (100 - 30) / 130.  Job 1 runs but attained
+    20 < d GPU-s: 1.  Job 2 waits: 1 (starting it restarts nothing).  With d = 0: all 1."""
+    from dataclasses import replace
+    c = small_cluster()
+    jobs = specs([0.0, 0.0, 0.0], [1, 1, 1], [1e6, 1e6, 1e6])
+    s = replace(_state(c, jobs), now=100.0, ngpu=np.array([1, 1, 0], np.int32),
+                attained_gpu_s=np.array([200.0, 20.0, 0.0]))
+    pol = get_policy("hops")
+    pol._start(s)
+    pol.restarts[0] = 1
+    np.testing.assert_allclose(pol._restart_factor(s, np.arange(3)), [70.0 / 130.0, 1.0, 1.0])
+    pol.restart_penalty_s = 0.0
+    np.testing.assert_allclose(pol._restart_factor(s, np.arange(3)), [1.0, 1.0, 1.0])
+    with pytest.raises(Exception, match="restart_penalty_s"):
+        get_policy("hops", restart_penalty_s=-1.0)
+
+
+def test_hops_counts_restarts_of_moved_running_jobs():
+    c = small_cluster()
+    jobs = specs([0, 0, 10, 20], [2, 4, 1, 2], [500.0, 800.0, 100.0, 300.0])
+    pol = get_policy("hops")
+    res = run_jobs(c, jobs, pol, LinearOracle(), EngineConfig(), truth=ServerTruth(c, 4, seed=0))
+    np.testing.assert_array_equal(pol.restarts, res.restarts)

@@ -20,9 +20,12 @@ from ..hops.estimator import ThroughputEstimator
 from ..hops.ilp import DEFAULT_MIP_GAP, gain, prior_weights, solve
 from ..hops.priority import PRIORITIES, priority
 from ..hops.window import sensitivity_adjust, service_window
+from ..placement import changed_jobs
 from ..state import ARRIVAL, COMPLETION, ROUND, Plan, SchedState
 from . import register
 from .base import Policy
+from .sia import DEFAULT_RESTART_PENALTY_S
+from .sia_rigid import rigid_restart_factors
 
 #: why a job that waits was not placed (``Hops.waiting_reason``): for good ...
 NO_FIT = "no count of its requirement set fits the GPUs of any one server type"
@@ -51,7 +54,11 @@ class Hops(Policy):
     distributed runs per type kept per requirement (4 / 4 [I]); profile_iters, observe_iters:
     iterations per profiling run (30, within the paper's 10-50) and per running observation
     (20 [I]); keep_bonus: relative gain of a running job's current placement (0.05 [I]: avoids
-    restarts between equal configurations); max_plans: ILPs per decision (4 [I]);
+    restarts between equal configurations); restart_penalty_s: the Sia restart penalty d the
+    first plan charges a running job for any configuration but its current one (algorithms.md
+    §4.10 [I]: the gain of another configuration times Sia's re-allocation factor
+    ``max(age - restarts d, 0) / (age + d)``, 1 while the job has attained under d GPU-seconds;
+    Sia's 30 s; 0: no charge, only ``keep_bonus``); max_plans: ILPs per decision (4 [I]);
     time_limit_s: HiGHS wall-clock limit per ILP (None: no limit, deterministic); max_nodes:
     HiGHS branch-and-bound node limit (None).  ``ilp_counts`` counts how each ILP ended
     (:class:`sim.hops.ilp.IlpOutcome`: "lp", "ilp", "limit", "fallback").
@@ -74,8 +81,11 @@ class Hops(Policy):
                  mip_rel_gap: float = DEFAULT_MIP_GAP, r_num: int = 4, top_servers: int = 4,
                  dist_limit: int = 4, profile_iters: int = 30, observe_iters: int = 20,
                  keep_bonus: float = 0.05, max_plans: int = 4, time_limit_s: float | None = None,
-                 max_nodes: int | None = None):
+                 max_nodes: int | None = None, restart_penalty_s: float = DEFAULT_RESTART_PENALTY_S):
         super().__init__(placement)
+        if not restart_penalty_s >= 0:
+            raise ConfigError(f"policy hops: restart_penalty_s must be >= 0, got {restart_penalty_s}")
+        self.restart_penalty_s = float(restart_penalty_s)
         if priority not in PRIORITIES:
             raise ConfigError(f"policy hops: unknown priority {priority!r} (known: {', '.join(PRIORITIES)})")
         if not (round_s > 0 and refresh_s > 0 and sigma > 0 and lam >= 0 and 0 <= mip_rel_gap < 1):
@@ -93,7 +103,7 @@ class Hops(Policy):
         return {**super().params(), **{k: getattr(self, k) for k in (
             "round_s", "refresh_s", "priority", "lam", "sigma", "mip_rel_gap", "r_num", "top_servers",
             "dist_limit", "profile_iters", "observe_iters", "keep_bonus", "max_plans", "time_limit_s",
-            "max_nodes")}}
+            "max_nodes", "restart_penalty_s")}}
 
     # -- per-run state --------------------------------------------------------------------
     def _start(self, state: SchedState) -> None:
@@ -111,6 +121,8 @@ class Hops(Policy):
         self.last_full = -np.inf
         self.waiting_reason: dict[int, str] = {int(j): NO_FIT for j in np.flatnonzero(self.r_min == 0)}
         self.ilp_counts: dict[str, int] = {}
+        self.restarts = np.zeros(len(jobs), np.int64)        # placement changes after the first start
+        self.started = np.zeros(len(jobs), np.bool_)
         #: GPUs per server the current round's profiling holds (the engine sees them idle)
         self.reserved = np.zeros(c.n_nodes, np.int64)
         #: per full round with profiling: (time, GPUs it holds, jobs it profiles), for metrics
@@ -135,9 +147,15 @@ class Hops(Policy):
         rows = self._plan(state, order, ok, prio, full, reserved)
         lens, flat = _rows(self._pool_indptr, rows)
         indptr = np.concatenate([[0], np.cumsum(lens)])
+        nodes, counts = self._pool_nodes[flat].astype(np.int32), self._pool_counts[flat].astype(np.int32)
+        after = np.bincount(np.repeat(np.arange(ids.size), lens), weights=counts, minlength=ids.size)
+        # restarts as the engine and Sia count them: a new non-empty placement after the first start
+        moved = changed_jobs(state.pl_indptr, state.pl_nodes, state.pl_counts, indptr, nodes, counts) & (after > 0)
+        self.restarts[ids[moved & self.started[ids]]] += 1
+        self.started[ids[after > 0]] = True
         # jobs that can never run (NO_FIT) do not keep the run awake
         waiting = ((rows < 0) & (self.r_min[ids] > 0)).any() or reserved.any()
-        return Plan(indptr, self._pool_nodes[flat].astype(np.int32), self._pool_counts[flat].astype(np.int32),
+        return Plan(indptr, nodes, counts,
                     wakeup=self.last_full + self.round_s if waiting else None)
 
     # -- sensing -----------------------------------------------------------------------------
@@ -226,7 +244,8 @@ class Hops(Policy):
         thr = self._throughput(state, jobs, cfg, fac)
         g = gain(cfg.job, thr, cand.shape[0])
         if first:
-            g = g * (1.0 + self.keep_bonus * self._is_current(state, cand, cfg))
+            current = self._is_current(state, cand, cfg)
+            g = g * (1.0 + self.keep_bonus * current) * np.where(current > 0, 1.0, self._restart_factor(state, cand)[cfg.job])
         w = prior_weights(prio[cand], self.lam)[cfg.job] * g
         keep = thr > 0
         cfg = Configs(cfg.job[keep], *self._subset(cfg, keep))
@@ -262,6 +281,15 @@ class Hops(Policy):
                                   np.ones(lens.size), c.gpu_types)
         f = np.minimum.reduceat(fac[np.repeat(cfg.job, lens), cfg.nodes], cfg.indptr[:-1])
         return np.asarray(base, float) * f
+
+    def _restart_factor(self, state, cand) -> np.ndarray:
+        """Per candidate: Sia's re-allocation factor if it runs now (a move restarts it), else 1."""
+        if self.restart_penalty_s == 0:
+            return np.ones(cand.shape[0])
+        jobs = state.active[cand]
+        f = rigid_restart_factors(state.now - state.jobs.arrival[jobs], self.restarts[jobs],
+                                  np.asarray(state.attained_gpu_s, float)[cand], self.restart_penalty_s)
+        return np.where(state.ngpu[cand] > 0, f, 1.0)
 
     @staticmethod
     def _is_current(state, cand, cfg: Configs) -> np.ndarray:
