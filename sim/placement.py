@@ -434,9 +434,17 @@ def changed_jobs(a_indptr, a_nodes, a_counts, b_indptr, b_nodes, b_counts):
     return out
 
 
-
 def restarted_jobs(state, indptr, nodes, counts, after) -> np.ndarray:
     """True for each active job that a new placement (CSR aligned with ``state.active``;
     ``after``: its GPUs per job) restarts: it holds GPUs now, still holds some, and they moved."""
     moved = changed_jobs(state.pl_indptr, state.pl_nodes, state.pl_counts, indptr, nodes, counts)
     return moved & (state.ngpu > 0) & (after > 0)
+
+
+def csr_rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lengths, flat indices) of CSR rows ``rows`` (-1: an empty row), in the given order."""
+    rows = np.asarray(rows, np.int64)
+    lens = np.where(rows >= 0, np.diff(indptr)[np.maximum(rows, 0)], 0)
+    starts = np.concatenate([[0], np.cumsum(lens)])
+    flat = np.repeat(indptr[np.maximum(rows, 0)], lens) + np.arange(starts[-1]) - np.repeat(starts[:-1], lens)
+    return lens, flat

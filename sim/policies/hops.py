@@ -20,7 +20,7 @@ from ..hops.estimator import ThroughputEstimator
 from ..hops.ilp import DEFAULT_MIP_GAP, gain, prior_weights, solve
 from ..hops.priority import PRIORITIES, priority
 from ..hops.window import sensitivity_adjust, service_window
-from ..placement import changed_jobs
+from ..placement import changed_jobs, csr_rows
 from ..state import ARRIVAL, COMPLETION, ROUND, Plan, SchedState
 from . import register
 from .base import Policy
@@ -31,15 +31,6 @@ from .sia_rigid import rigid_restart_factors
 NO_FIT = "no count of its requirement set fits the GPUs of any one server type"
 #: ... or at its last plan (cleared when it is placed)
 NO_CONFIG = "every configuration of its requirement set is infeasible or has zero estimated throughput"
-
-
-def _rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(lengths, flat indices) of CSR rows ``rows`` (-1: an empty row), in the given order."""
-    rows = np.asarray(rows, np.int64)
-    lens = np.where(rows >= 0, np.diff(indptr)[np.maximum(rows, 0)], 0)
-    starts = np.concatenate([[0], np.cumsum(lens)])
-    flat = np.repeat(indptr[np.maximum(rows, 0)], lens) + np.arange(starts[-1]) - np.repeat(starts[:-1], lens)
-    return lens, flat
 
 
 @register
@@ -145,7 +136,7 @@ class Hops(Policy):
         order = np.lexsort((-prio,))
         ok = self.est.profiled[ids] & (self.r_min[ids] > 0)
         rows = self._plan(state, order, ok, prio, full, reserved)
-        lens, flat = _rows(self._pool_indptr, rows)
+        lens, flat = csr_rows(self._pool_indptr, rows)
         indptr = np.concatenate([[0], np.cumsum(lens)])
         nodes, counts = self._pool_nodes[flat].astype(np.int32), self._pool_counts[flat].astype(np.int32)
         after = np.bincount(np.repeat(np.arange(ids.size), lens), weights=counts, minlength=ids.size)
@@ -222,7 +213,7 @@ class Hops(Policy):
                 break
             pos = cand[placed]
             sel = chosen[placed]
-            lens, flat = _rows(cfg.indptr, sel)
+            lens, flat = csr_rows(cfg.indptr, sel)
             np.subtract.at(cap, cfg.nodes[flat], cfg.counts[flat])
             pools.append(Configs(cfg.job[sel], np.concatenate([[0], np.cumsum(lens)]), cfg.nodes[flat],
                                  cfg.counts[flat]))
@@ -265,7 +256,7 @@ class Hops(Policy):
 
     @staticmethod
     def _subset(cfg: Configs, keep: np.ndarray):
-        lens, flat = _rows(cfg.indptr, np.flatnonzero(keep))
+        lens, flat = csr_rows(cfg.indptr, np.flatnonzero(keep))
         return np.concatenate([[0], np.cumsum(lens)]), cfg.nodes[flat], cfg.counts[flat]
 
     def _throughput(self, state, jobs, cfg: Configs, fac) -> np.ndarray:

@@ -27,6 +27,7 @@ from ..errors import ConfigError
 from ..hops.configs import requirement_sets
 from ..hops.priority import PRIORITIES, priority
 from ..hops.window import service_window
+from ..placement import csr_rows
 from ..state import Plan, SchedState
 from .base import Policy
 from .registry import get_policy, register
@@ -38,9 +39,7 @@ def window_state(state: SchedState, keep: np.ndarray) -> SchedState:
     """``state`` restricted to the active positions ``keep`` (sorted): the placement CSR of the
     kept jobs, and free GPUs counting those of the dropped jobs as free."""
     keep = np.asarray(keep, np.int64)
-    lo, hi = state.pl_indptr[keep], state.pl_indptr[keep + 1]
-    lens = hi - lo
-    flat = np.repeat(lo - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
+    lens, flat = csr_rows(state.pl_indptr, keep)
     nodes, counts = state.pl_nodes[flat], state.pl_counts[flat]
     free = None
     if state.node_free is not None:
