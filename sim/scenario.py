@@ -55,10 +55,15 @@ class Scenario:
     #: jobs with learning profiles and user budgets); else a canonical job table's jobs, whose
     #: ``budget_iterations`` column gives the user budgets (drawn where it is empty)
     learning: bool = False
+    #: network interference slowdown of a Pollux/Sia workload (GoodputOracle.interference)
+    interference: float = 0.0
 
     def __post_init__(self):
         if self.learning and self.workload != "generate" and self.trace_format not in (None, "jobs"):
             self._not_for_learning(self.trace_format)
+        if self.interference and (self.workload == "generate" or not is_pollux_workload(self.workload)):
+            raise ConfigError(f"--interference applies to Pollux/Sia workloads (goodput jobs), not "
+                              f"{clip(repr(self.workload))}")
 
     def _not_for_learning(self, fmt: str):
         raise ConfigError(f"--learning runs time-to-accuracy jobs of --workload generate or of a "
@@ -83,7 +88,7 @@ class Scenario:
             if fmt != "jobs":
                 self._not_for_learning(fmt)
         if self.workload != "generate" and is_pollux_workload(self.workload):
-            table, goodput_oracle = read_goodput_workload(self.workload)
+            table, goodput_oracle = read_goodput_workload(self.workload, interference=self.interference)
             if self.throughputs:
                 goodput_oracle = _oracle(self.throughputs, cluster, self.multi_server)
             return cluster, table, goodput_oracle

@@ -52,6 +52,10 @@ def register(sub) -> None:
                           "(default: each policy's own)")
     run.add_argument("--restart-delay", type=float, default=None,
                      help="restart delay in seconds (default: per model)")
+    run.add_argument("--interference", type=float, default=0.0,
+                     help="Pollux/Sia workloads: goodput slowdown in [0, 1) of a distributed job "
+                          "sharing a node with another distributed job (the Pollux simulator's "
+                          "--interference; default 0)")
     run.add_argument("--throughputs", default=None,
                      help="'replay' (trace jobs run their recorded time), a Gavel-format "
                           "throughput JSON, or a calib.toml from clustersim calibrate")
@@ -91,7 +95,8 @@ def _run(args) -> None:
                   type_choice=args.type_choice, multi_server=args.multi_server,
                   skip_invalid=args.skip_invalid,
                   progress=not args.no_progress and sys.stderr.isatty(),
-                  policy_params=parse_policy_params(args.param), learning=args.learning)
+                  policy_params=parse_policy_params(args.param), learning=args.learning,
+                  interference=args.interference)
     check_seed(args.seed, "--seed")
     sc.engine_config()                     # bad --round / --restart-delay: fail before any work
     policies = sc.make_policies()          # bad --policy / --param: likewise

@@ -19,6 +19,10 @@ What the authors' simulator does in ``Job.step`` / ``Job.update_local_bsz`` (pet
 * its **goodput** (progress per second) is measured, not predicted: the profile's step and sync
   times of the placement at that atomic batch and the gradient statistics of the current epoch at
   the global batch give ``gain / (step + s * (step - sync))``;
+* with the oracle's ``interference`` > 0, a distributed job with a GPU on a node that hosts
+  two or more distributed jobs runs at ``1 - interference`` of that goodput
+  (:func:`interfered_jobs`; the Pollux simulator's ``Cluster.step``, per decision where theirs is
+  per 60-s step);
 * the engine runs each job at the oracle's rate times ``Plan.rate_scale``; :meth:`finish`
   returns the scale that makes it the measured goodput, and a wakeup at the next epoch boundary,
   where statistics (and the adaptive batch) change.
@@ -36,7 +40,7 @@ from .goodput import EPS, gain, optimize, split_batch
 from .observed import ObservedProfiles
 from .oracle import GoodputOracle
 
-__all__ = ["JobModel", "EPOCH_TOL", "placement_counts"]
+__all__ = ["JobModel", "EPOCH_TOL", "placement_counts", "interfered_jobs"]
 
 #: Progress within this of an epoch start counts as having reached it (float round-off of the
 #: engine's accrual).
@@ -251,6 +255,7 @@ class JobModel:
         epoch = self.epochs(state)
         prog = state.jobs.work[ids] - state.remaining
         scale = np.ones(k)
+        slow = 1.0 - self.oracle.interference * interfered_jobs(plan.indptr, plan.nodes, plan.counts)
         wake = np.inf
         running: dict[int, tuple] = {}
         for i in range(k):
@@ -262,6 +267,7 @@ class JobModel:
                 self.resume_at[j] = state.now + (state.jobs.restart_delay[j] if self.restarts[j] >= 0 else 0.0)
                 self.restarts[j] += 1
             rate, batch, scale[i], obs = self._rate_and_scale(j, new, int(epoch[i]), self._types(state, plan, i))
+            rate, scale[i] = rate * slow[i], scale[i] * slow[i]
             running[j] = obs
             self.cur_batch[j], self.cur_epoch[j] = batch, epoch[i]
             starts = self.oracle.app(state.jobs.model[j]).epoch_progress
@@ -273,6 +279,25 @@ class JobModel:
         if np.isfinite(wake):
             wakeup = wake if wakeup is None else min(wakeup, wake)
         return Plan(plan.indptr, plan.nodes, plan.counts, wakeup, scale)
+
+
+def interfered_jobs(indptr, nodes, counts) -> np.ndarray:
+    """bool per job of a CSR placement: the job is distributed (GPUs on more than one node) and
+    one of its nodes hosts two or more distributed jobs (the Pollux simulator's
+    ``interfere_nodes``)."""
+    indptr = np.asarray(indptr, np.int64)
+    k = indptr.shape[0] - 1
+    nodes, counts = np.asarray(nodes, np.int64), np.asarray(counts, np.int64)
+    job = np.repeat(np.arange(k), np.diff(indptr))
+    used = counts > 0
+    job, nodes = job[used], nodes[used]
+    pairs = np.unique(np.stack([job, nodes]), axis=1) if job.size else np.zeros((2, 0), np.int64)
+    spread = np.bincount(pairs[0], minlength=k) > 1
+    on_node = pairs[1][spread[pairs[0]]]
+    crowded = np.bincount(on_node, minlength=int(nodes.max(initial=-1)) + 1) > 1
+    hit = np.zeros(k, bool)
+    np.logical_or.at(hit, pairs[0], crowded[pairs[1]] & spread[pairs[0]])
+    return hit
 
 
 def _pairs(indptr, nodes, counts, i: int) -> list[tuple[int, int]]:

@@ -51,10 +51,17 @@ class GoodputOracle:
     #: application -> slowdown that divides its measured goodput (the Sia simulator's calibration
     #: ``SLOWDOWNS``); 1 where absent
     slowdown: Mapping[str, float] = field(default_factory=dict)
+    #: network interference (the Pollux simulator's ``--interference``): a distributed job (GPUs
+    #: on more than one node) with a GPU on a node shared by two or more distributed jobs runs at
+    #: ``1 - interference`` of its goodput; 0 (their default) models none
+    interference: float = 0.0
 
     def __post_init__(self):
         if not self.applications:
             raise ConfigError("GoodputOracle needs at least one application")
+        if not 0.0 <= float(self.interference) < 1.0:
+            raise ConfigError(f"GoodputOracle: interference must be in [0, 1), got {self.interference!r}")
+        self.interference = float(self.interference)
         self.models = tuple(a.name for a in self.applications)
         self.theta = _thetas(self.applications)
         self.typed = dict(self.typed)

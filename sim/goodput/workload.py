@@ -60,11 +60,13 @@ def profile_kind(path) -> str:
     return "sia" if "sia" in Path(path).resolve().parts else "pollux"
 
 
-def read_goodput_workload(path, profiles=None, restart_s=None, kind: str | None = None):
+def read_goodput_workload(path, profiles=None, restart_s=None, kind: str | None = None,
+                          interference: float = 0.0):
     """(JobTable, GoodputOracle) of a Pollux or Sia workload CSV.  ``kind`` (default
     :func:`profile_kind`): ``"pollux"`` (one profile per application, restart 30 s) or ``"sia"``
     (per-GPU-type profiles, :mod:`sim.goodput.sia_profiles`: Sia's restart delays and calibration
-    slowdowns); ``profiles`` defaults to the shared ``profiles/<kind>`` folder."""
+    slowdowns); ``profiles`` defaults to the shared ``profiles/<kind>`` folder; ``interference``:
+    :attr:`GoodputOracle.interference`."""
     path = Path(path)
     kind = kind or profile_kind(path)
     if kind not in ("pollux", "sia"):
@@ -95,5 +97,6 @@ def read_goodput_workload(path, profiles=None, restart_s=None, kind: str | None 
             apps[r["application"].strip()].check_batch(batch[i], job=str(r.get("name") or row[i]))
         except TraceError as exc:
             raise TraceError(f"{exc} (workload row {row[i] + 2})", file=str(path), field="batch_size") from None
-    oracle = GoodputOracle(tuple(apps[a] for a in names), job_batch=batch, restart_s=restart_s, **extra)
+    oracle = GoodputOracle(tuple(apps[a] for a in names), job_batch=batch, restart_s=restart_s,
+                           interference=interference, **extra)
     return table, oracle

@@ -10,6 +10,8 @@ Every 60 s round:
   the gradient statistics it last measured; a job that has not run yet has ``S = r / fair``;
 * a job may grow to ``min(max(2 x the most GPUs it has run on, 1), 64, M_max / b_min)`` GPUs
   (NCF: 1; its batch is fixed at 32768, the authors' setting);
+* at most one distributed job per node (the authors' interference avoidance;
+  ``avoid_interference=False`` drops it, their Fig. 8c variant);
 * the allocation maximises the power mean (p = -1) of the scaled speedups with the restart
   penalty (:mod:`sim.policies.pollux_search`): ``search="nsga2"`` (default: the authors' genetic
   search, population 100, 100 generations) or ``search="dp"`` (ours: dynamic programming over
@@ -44,13 +46,16 @@ class Pollux(GoodputPolicy):
     rigid_policy = "pollux-learning"
 
     def __init__(self, placement: str = "consolidated", search: str = "nsga2", population: int = POPULATION,
-                 generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S):
+                 generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S,
+                 avoid_interference: bool = True):
         super().__init__(placement)
         self.searcher = PolluxSearch(self.name, search, population, generations, seed)
         self.restart_penalty_s = float(restart_penalty_s)
+        self.avoid_interference = bool(avoid_interference)
 
     def params(self) -> dict:
-        return {**super().params(), **self.searcher.params(), "restart_penalty_s": self.restart_penalty_s}
+        return {**super().params(), **self.searcher.params(), "restart_penalty_s": self.restart_penalty_s,
+                "avoid_interference": self.avoid_interference}
 
     def reset(self, n_jobs: int) -> None:
         self.searcher.reset()
@@ -89,7 +94,8 @@ class Pollux(GoodputPolicy):
         tab = self.speedups(ids, cap, fair, min(MAX_NODES_PER_JOB, nodes.shape[0]))
         age = state.now - state.jobs.arrival[ids]
         factor = restart_factor(age, self.model.restarts[ids], self.restart_penalty_s)
-        return PolluxProblem(tab, current_allocation(state, order), nodes, cap, factor)
+        return PolluxProblem(tab, current_allocation(state, order), nodes, cap, factor,
+                             avoid_interference=self.avoid_interference)
 
     # -- the round ------------------------------------------------------------
     def decide(self, state: SchedState, epochs: np.ndarray) -> Plan:

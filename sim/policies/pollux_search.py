@@ -14,7 +14,8 @@ Two searches:
   crowding, rank-and-crowding survival, duplicate elimination) with their operators: single-point
   crossover over jobs; mutation that resets a job to its current allocation (p 0.1), zeroes
   entries (p 0.1 of jobs, then 0.1 per entry) and raises entries on nodes with room; repair that
-  keeps one distributed job per node, caps GPUs per job and nodes per job
+  keeps one distributed job per node (their interference avoidance; ``avoid_interference``),
+  caps GPUs per job and nodes per job
   (:data:`MAX_NODES_PER_JOB`), and node capacity in job order.  Population and generations
   default to theirs (100, 100); the population is seeded with the previous round's Pareto set
   (jobs matched by id) or the current allocation; the answer is the Pareto member of best mean.
@@ -67,6 +68,9 @@ class PolluxProblem:
     restart_factor: np.ndarray  # [J]
     #: [J, N] nodes each job may use (GPU types it can run on), or None: every node
     allowed: np.ndarray | None = None
+    #: the authors' interference avoidance: at most one distributed job per node (False: their
+    #: Fig. 8c variant with the repair's lines 387-390 commented out)
+    avoid_interference: bool = True
 
     def __post_init__(self):
         self.scale = self.base.shape[1] / float(self.capacity.sum())
@@ -93,9 +97,10 @@ class PolluxProblem:
     # -- the authors' operators ----------------------------------------------
     def repair(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         s = states.copy() if self.allowed is None else np.where(self.allowed[None], states, 0)
-        dist = np.count_nonzero(s, axis=2) > 1
-        clash = np.cumsum((s * dist[:, :, None]) > 0, axis=1) > 1
-        s[clash] = 0
+        if self.avoid_interference:
+            dist = np.count_nonzero(s, axis=2) > 1
+            clash = np.cumsum((s * dist[:, :, None]) > 0, axis=1) > 1
+            s[clash] = 0
         shuffle = np.argsort(rng.random(s.shape), axis=2)
         s = np.take_along_axis(s, shuffle, axis=2)
         s = np.diff(np.minimum(np.cumsum(s, axis=2), self.max_replicas[None, :, None]), axis=2, prepend=0)
@@ -275,10 +280,11 @@ def _dp_counts(problem: PolluxProblem, per_node: int, packable: bool = False) ->
 
 def _place(problem: PolluxProblem, counts: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """A placement of the counts: kept jobs stay, the others (largest first) fill whole free nodes,
-    then the best-fitting node, at most one distributed job per node; shrinks what does not fit."""
+    then the best-fitting node, at most one distributed job per node (unless the problem does not
+    avoid interference); shrinks what does not fit."""
     x = np.where(keep[:, None], problem.base, 0)
     free = problem.capacity - x.sum(axis=0)
-    dist_on = np.any(x[np.count_nonzero(x, axis=1) > 1] > 0, axis=0)
+    dist_on = np.any(x[np.count_nonzero(x, axis=1) > 1] > 0, axis=0) & problem.avoid_interference
     allowed = problem.allowed
     for k in np.argsort(-counts, kind="stable"):
         need = int(counts[k]) if not keep[k] else 0
@@ -297,7 +303,7 @@ def _place(problem: PolluxProblem, counts: np.ndarray, keep: np.ndarray) -> np.n
         nodes = ok[:take.shape[0]]
         x[k, nodes] = take
         free[nodes] -= take
-        if nodes.shape[0] > 1:
+        if nodes.shape[0] > 1 and problem.avoid_interference:
             dist_on[nodes] = True
     return x
 
