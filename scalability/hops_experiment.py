@@ -37,7 +37,7 @@ from sim.engine import EngineConfig, job_specs, simulate
 from sim.hops.configs import generate_configs
 from sim.hops.estimator import ThroughputEstimator
 from sim.hops.ilp import gain, prior_weights, solve
-from sim.hops.metrics import fragments_per_round, max_ftf_rho, max_latency_ratio
+from sim.hops.metrics import fragments_per_round, max_ftf_rho, max_ftf_rho_by_duration, max_latency_ratio
 from sim.hops.servers import ServerTruth
 from sim.hops.window import service_window
 from sim.jobs import JobTable
@@ -109,7 +109,7 @@ def one(args) -> dict:
             "avg_frag": float(fragments_per_round(res, FRAG_ROUND_S, getattr(pol, "profile_log", None),
                                                   pol.round_s).mean()),
             "avg_frag_end_engine": float(fragments_per_round(res, FRAG_ROUND_S, at="end").mean()),
-            "max_rho": max_ftf_rho(res),
+            "max_rho": max_ftf_rho(res), "max_rho_by_duration": max_ftf_rho_by_duration(res),
             "ilp_counts": getattr(pol, "ilp_counts", None), "wall_s": time.perf_counter() - t0,
             "commit": _commit()}
 
@@ -146,6 +146,25 @@ def table(rows: list[dict], labels) -> str:
         cells = [paired_ratio_ci([a[s][k] for s in seeds], [b[s][k] for s in seeds]).label()
                  for k in KEYS]
         out.append(f"| {base} / {other} (paired ratio, 95% CI) | {len(seeds)} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + rho_class_table(rows, labels)
+
+
+def rho_class_table(rows: list[dict], labels) -> str:
+    """Mean over seeds of the max rho per reference-duration class (rows that have it), or ''."""
+    sel = {lab: sorted((r for r in rows if r["label"] == lab and "max_rho_by_duration" in r),
+                       key=lambda r: r["seed"]) for lab in labels}
+    sel = {lab: rs for lab, rs in sel.items() if rs}
+    if not sel:
+        return ""
+    classes = list(next(iter(sel.values()))[0]["max_rho_by_duration"])
+    out = ["", "", "Max FTF rho by reference duration (s): mean over seeds [min, max]", "",
+           "| policy | seeds | " + " | ".join(classes) + " |", "|---" * (len(classes) + 2) + "|"]
+    for lab, rs in sel.items():
+        cells = []
+        for c in classes:
+            x = np.array([r["max_rho_by_duration"][c] for r in rs], float)
+            cells.append(f"{np.nanmean(x):.2f} [{np.nanmin(x):.2f}, {np.nanmax(x):.2f}]")
+        out.append(f"| {lab} | {len(rs)} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 

@@ -9,7 +9,7 @@ from sim.engine import EngineConfig, run_jobs
 from sim.hops.configs import Configs, generate_configs, requirement_sets
 from sim.hops.estimator import ThroughputEstimator
 from sim.hops.ilp import gain, prior_weights, solve, solve_ilp
-from sim.hops.metrics import fragments_per_round, max_latency_ratio, raqlr
+from sim.hops.metrics import fragments_per_round, max_ftf_rho_by_duration, max_latency_ratio, raqlr
 from sim.hops.servers import ServerTruth
 from sim.hops.window import sensitivity_adjust, service_window
 from sim.policies import get_policy
@@ -131,6 +131,19 @@ def test_fragments_by_hand_with_profiling():
     np.testing.assert_array_equal(fragments_per_round(res, 60.0), [8, 6, 5])
     np.testing.assert_array_equal(fragments_per_round(res, 60.0, [(0.0, 3, 2)]), [0, 6, 5])
     np.testing.assert_array_equal(fragments_per_round(res, 60.0, [(0.0, 3, 1)]), [5, 6, 5])
+
+
+def test_max_rho_by_duration_class_by_hand():
+    # 100 GPUs, 1-GPU jobs: the 1/N share always covers a job, so rho = JCT / est_duration
+    from types import SimpleNamespace
+    est = np.array([100.0, 500.0, 7200.0, 36000.0])
+    jobs = SimpleNamespace(arrival=np.zeros(4), est_duration=est, demand=np.ones(4, np.int32))
+    res = SimpleNamespace(jobs=jobs, finish=est * np.array([3.0, 1.0, 1.5, 1.0]),
+                          cluster=SimpleNamespace(total_gpus=100))
+    got = max_ftf_rho_by_duration(res)
+    assert list(got) == ["<600", "600-3600", "3600-36000", ">=36000"]
+    assert got["<600"] == pytest.approx(3.0) and np.isnan(got["600-3600"])
+    assert got["3600-36000"] == pytest.approx(1.5) and got[">=36000"] == pytest.approx(1.0)
 
 
 def _state(cluster, jobs, reasons=ROUND):

@@ -9,7 +9,8 @@ import numpy as np
 from ..metrics import finish_time_fairness
 from ..result import wait_times
 
-__all__ = ["latency_ratios", "max_latency_ratio", "raqlr", "fragments_per_round", "max_ftf_rho"]
+__all__ = ["latency_ratios", "max_latency_ratio", "raqlr", "fragments_per_round", "max_ftf_rho",
+           "max_ftf_rho_by_duration", "DURATION_EDGES"]
 
 
 def latency_ratios(result) -> np.ndarray:
@@ -71,3 +72,22 @@ def max_ftf_rho(result) -> float:
     """The largest finish-time fairness rho (Themis; :func:`sim.metrics.finish_time_fairness`)."""
     rho = finish_time_fairness(result)
     return float(np.nanmax(rho)) if np.isfinite(rho).any() else float("nan")
+
+
+#: reference-duration class edges (s) of :func:`max_ftf_rho_by_duration`: 10 min, 1 h, 10 h
+DURATION_EDGES = (600.0, 3600.0, 36000.0)
+
+
+def max_ftf_rho_by_duration(result, edges=DURATION_EDGES) -> dict[str, float]:
+    """The largest rho among the jobs of each reference-duration class (``est_duration`` in
+    ``[edges[k-1], edges[k])``), keyed ``"<600"``, ``"600-3600"``, ..., ``">=36000"``; NaN for an
+    empty class.  Separates the short jobs, whose rho a few rounds of delay multiply, from the rest."""
+    rho = finish_time_fairness(result)
+    est = np.asarray(result.jobs.est_duration, float)
+    cut = np.searchsorted(np.asarray(edges, float), est, side="right")
+    names = [f"<{edges[0]:g}"] + [f"{a:g}-{b:g}" for a, b in zip(edges[:-1], edges[1:])] + [f">={edges[-1]:g}"]
+    out = {}
+    for k, name in enumerate(names):
+        r = rho[(cut == k) & np.isfinite(rho)]
+        out[name] = float(r.max()) if r.size else float("nan")
+    return out
