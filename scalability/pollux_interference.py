@@ -1,0 +1,123 @@
+"""Pollux's interference-avoidance experiment (the Pollux paper's Fig. 8c) beside the authors'
+simulator's committed results (docs/goodput.md, "Interference").
+
+    python scalability/pollux_interference.py --adaptdl GITDIR [--workloads 1-8] [--search dp]
+        [--workers 2] [--out scalability/results/pollux_fidelity/interference]
+
+Runs ``pollux`` on ``pollux-64`` over the Pollux workloads (``workloads/workload-N.csv``, load
+1.0) in the artifact's variants: avoidance on (at most one distributed job per node) with 0%
+interference, avoidance off (the artifact's ``pollux.py`` lines 387-390 commented out, ours
+``avoid_interference=False``) with 0%, 25% and 50% interference (``--interference``: a distributed
+job sharing a node with another distributed job runs at 1 - x of its goodput), plus avoidance on
+with 50% as the check that avoidance leaves nothing to slow down.  Theirs: the artifact's
+``simulator/results-inter/{avoid,noavoid,inter25,inter50}/summary.json`` ("avgs": avg JCT per
+workload), read from a git directory of petuum/adaptdl (branch osdi21-artifact), e.g. the
+``fetch`` mirror ``/work/.mirror/petuum+adaptdl/repo``.  Writes ``OUT.json`` (every run) and
+``OUT.md`` (the table).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from sim.engine import EngineConfig, simulate
+from sim.goodput.profiles import shared_profiles_dir
+from sim.goodput.workload import read_goodput_workload
+from sim.metrics import summary
+from sim.policies import get_policy
+from sim.presets import get_preset
+
+CLUSTER = "pollux-64"
+BRANCH = "osdi21-artifact"
+#: label -> (avoid_interference, interference, the artifact's results folder or None)
+VARIANTS = {
+    "avoid": (True, 0.0, "avoid"),
+    "avoid-50": (True, 0.5, None),
+    "noavoid": (False, 0.0, "noavoid"),
+    "noavoid-25": (False, 0.25, "inter25"),
+    "noavoid-50": (False, 0.5, "inter50"),
+}
+
+
+def theirs(gitdir: str) -> dict[str, dict[str, float]]:
+    """results folder -> workload -> their avg JCT (s)."""
+    out = {}
+    for folder in {v[2] for v in VARIANTS.values() if v[2]}:
+        text = subprocess.run(["git", "--git-dir", gitdir, "show",
+                               f"{BRANCH}:simulator/results-inter/{folder}/summary.json"],
+                              check=True, capture_output=True, text=True).stdout
+        out[folder] = {k: float(v) for k, v in json.loads(text)["avgs"].items()}
+    return out
+
+
+def one(args) -> dict:
+    label, workload, search = args
+    avoid, inter, _ = VARIANTS[label]
+    root = shared_profiles_dir("pollux")
+    if root is None:
+        raise SystemExit("the Pollux profiles and workloads are not found (set CLUSTERSIM_SHARED_DATA)")
+    path = root.parent.parent / "workloads" / "pollux" / "workloads" / f"{workload}.csv"
+    table, oracle = read_goodput_workload(path, interference=inter)
+    pol = get_policy("pollux", search=search, avoid_interference=avoid)
+    t0 = time.process_time()
+    res = simulate(get_preset(CLUSTER), table, pol, oracle, EngineConfig())
+    s = summary(res)
+    return {"label": label, "workload": workload, "search": search, "avoid_interference": avoid,
+            "interference": inter, "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"],
+            "cpu_s": time.process_time() - t0}
+
+
+def table(rows: list[dict], their: dict) -> str:
+    by = {(r["label"], r["workload"]): r for r in rows}
+    loads = sorted({r["workload"] for r in rows}, key=lambda w: int(w.split("-")[-1]))
+    head = "| variant | " + " | ".join(loads) + " | mean | theirs mean | ours / avoid | theirs / avoid |"
+    lines = [head, "|" + "---|" * (len(loads) + 5)]
+    mean = lambda xs: sum(xs) / len(xs)   # noqa: E731
+    have = [by["avoid", w]["avg_jct_s"] for w in loads if ("avoid", w) in by]
+    ours_avoid = mean(have) if len(have) == len(loads) else None
+    their_avoid = mean([their["avoid"][w] for w in loads])
+    for label, (_, _, folder) in VARIANTS.items():
+        got = [by[label, w] for w in loads if (label, w) in by]
+        if len(got) != len(loads):
+            continue
+        cells = []
+        for r in got:
+            t = their.get(folder, {}).get(r["workload"]) if folder else None
+            cells.append(f"{r['avg_jct_s']:,.0f}" + (f" ({t:,.0f})" if t else ""))
+        ours = mean([r["avg_jct_s"] for r in got])
+        tm = mean([their[folder][w] for w in loads]) if folder else None
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {ours:,.0f} | "
+                     + (f"{tm:,.0f}" if tm else "-") + " | "
+                     + (f"{ours / ours_avoid:.3f}" if ours_avoid else "-") + " | "
+                     + (f"{tm / their_avoid:.3f}" if tm else "-") + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--adaptdl", required=True, help="git directory of petuum/adaptdl")
+    ap.add_argument("--workloads", default="1-8", help="N-M: workloads/workload-N.csv .. M")
+    ap.add_argument("--search", default="dp", choices=("dp", "nsga2"))
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out", default="scalability/results/pollux_fidelity/interference")
+    a = ap.parse_args()
+    lo, hi = (int(x) for x in a.workloads.split("-"))
+    their = theirs(a.adaptdl)
+    jobs = [(v, f"workload-{n}", a.search) for v in a.variants.split(",") for n in range(lo, hi + 1)]
+    with ProcessPoolExecutor(a.workers) as ex:
+        rows = list(ex.map(one, jobs))
+    out = Path(a.out)
+    out.with_suffix(".json").write_text(json.dumps({"cluster": CLUSTER, "theirs": their, "rows": rows},
+                                                   indent=1) + "\n")
+    md = table(rows, their)
+    out.with_suffix(".md").write_text(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
