@@ -2,7 +2,7 @@
 simulator's committed results (docs/goodput.md, "Interference").
 
     python scalability/pollux_interference.py --adaptdl GITDIR [--workloads 1-8] [--search dp]
-        [--workers 2] [--out scalability/results/pollux_fidelity/interference]
+        [--variants avoid,...] [--workers 2] [--out PATH_STEM]
 
 Runs ``pollux`` on ``pollux-64`` over the Pollux workloads (``workloads/workload-N.csv``, load
 1.0) in the artifact's variants: avoidance on (at most one distributed job per node) with 0%
@@ -104,14 +104,19 @@ def main() -> None:
     ap.add_argument("--search", default="dp", choices=("dp", "nsga2"))
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--out", default="scalability/results/pollux_fidelity/interference")
+    ap.add_argument("--out", default=None, help="default scalability/results/pollux_fidelity/"
+                    "interference (dp) or interference_nsga2; rows of other (variant, workload)s "
+                    "already there are kept")
     a = ap.parse_args()
     lo, hi = (int(x) for x in a.workloads.split("-"))
     their = theirs(a.adaptdl)
     jobs = [(v, f"workload-{n}", a.search) for v in a.variants.split(",") for n in range(lo, hi + 1)]
+    out = Path(a.out or "scalability/results/pollux_fidelity/interference"
+               + ("" if a.search == "dp" else f"_{a.search}"))
+    done = {(v, w) for v, w, _ in jobs}
+    old = json.loads(out.with_suffix(".json").read_text())["rows"] if out.with_suffix(".json").exists() else []
     with ProcessPoolExecutor(a.workers) as ex:
-        rows = list(ex.map(one, jobs))
-    out = Path(a.out)
+        rows = [r for r in old if (r["label"], r["workload"]) not in done] + list(ex.map(one, jobs))
     out.with_suffix(".json").write_text(json.dumps({"cluster": CLUSTER, "theirs": their, "rows": rows},
                                                    indent=1) + "\n")
     md = table(rows, their)
