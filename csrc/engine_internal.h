@@ -70,6 +70,7 @@ struct sk_engine {
     double round_period;
     int64_t round_index;
     int32_t decide_on;
+    int32_t first_start_delay;  /* 1: a job's first start pays its restart delay too */
     sk_event *heap;
     int64_t heap_len;
     int64_t heap_cap;

@@ -536,7 +536,7 @@ static int start_on(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t
     }
     if (isnan(x->first_start)) {
         x->first_start = e->now;
-        x->resume_at = e->now;
+        x->resume_at = e->now + (e->first_start_delay ? x->restart_delay : 0.0);
     } else {
         x->restarts++;
         x->resume_at = e->now + x->restart_delay;
@@ -611,6 +611,12 @@ int sk_engine_set_timer(sk_engine *e, double t) {
     if (!(t > e->now) || !isfinite(t))
         return ske_fail(e, SK_EINVAL, "timer at %.17g is not after now (%.17g)", t, e->now);
     return heap_push(e, t, SK_EV_TIMER, -1, 0);
+}
+
+int sk_engine_set_first_start_delay(sk_engine *e, int32_t on) {
+    if (!e) return SK_EINVAL;
+    e->first_start_delay = on != 0;
+    return SK_OK;
 }
 
 /* ---------------------------------------------------------------- queries */

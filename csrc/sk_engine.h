@@ -101,6 +101,10 @@ int sk_engine_apply(sk_engine *e, int64_t n, const int64_t *job_ids,
 /* Ask for a decision point at time t (> now). */
 int sk_engine_set_timer(sk_engine *e, double t);
 
+/* on != 0: a job's first start also pays its restart delay (the Pollux and Sia simulators'
+ * re-scale delay on every allocation); restarts still count only later starts.  Default 0. */
+int sk_engine_set_first_start_delay(sk_engine *e, int32_t on);
+
 /* Everything a decision needs in one call: the active jobs (in id order) with
  * their live state and current placements (CSR, indptr has n + 1 entries);
  * with queued_only != 0, only the queued jobs (for non-preemptive policies).

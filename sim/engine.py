@@ -54,6 +54,11 @@ class EngineConfig:
         ``type_seed``: Gavel's agnostic rule).  A job never gets a type where its throughput
         is 0 and never spans types (docs/placement.md).
     type_seed: seed of the "random" rule (the same seed gives the same run).
+    first_start_delay: a job's first start pays its restart delay too, as the Pollux and Sia
+        simulators charge their re-scale delay at every allocation (docs/goodput.md); None
+        (default) takes the policy's ``first_start_delay`` attribute (on for the goodput family,
+        sim.policies.goodput_base; off elsewhere: only a placement change of a started job
+        pays it).
     """
 
     round_s: float | None = None
@@ -62,6 +67,7 @@ class EngineConfig:
     native: bool = True
     type_choice: str = DEFAULT_TYPE_CHOICE
     type_seed: int = 0
+    first_start_delay: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "round_s", check_round(self.round_s, "round_s (--round)"))
@@ -209,6 +215,10 @@ class _Kernel:
     def set_timer(self, t: float) -> None:
         self._check(lib.sk_engine_set_timer(self.ptr, float(t)), "sk_engine_set_timer")
 
+    def set_first_start_delay(self, on: bool) -> None:
+        self._check(lib.sk_engine_set_first_start_delay(self.ptr, int(bool(on))),
+                    "sk_engine_set_first_start_delay")
+
     def counters(self):
         """(used GPUs, queued, running, done, next arrival, busy GPU-seconds)."""
         v = self._counters
@@ -314,6 +324,13 @@ def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineCon
     return _Run(cluster, jobs, policy, oracle, config, learning, truth).run(job_ids)
 
 
+def first_start_delay(config: EngineConfig, policy) -> bool:
+    """Does a first start pay the restart delay in this run (EngineConfig's, else the policy's)?"""
+    if config.first_start_delay is not None:
+        return bool(config.first_start_delay)
+    return bool(getattr(policy, "first_start_delay", False))
+
+
 class _Run:
     """One simulation: the decision loop around a kernel, and what it records."""
 
@@ -329,6 +346,14 @@ class _Run:
         self.config = config
         self.round_s = config.round_s if config.round_s is not None else (policy.round_s or 0.0)
         self.kernel = _Kernel(cluster, jobs, self.round_s, policy.triggers)
+        self.first_start_delay = first_start_delay(config, policy)
+        if self.first_start_delay:
+            self.kernel.set_first_start_delay(True)
+        # policies that track restart delays themselves (the goodput family's job model) read it
+        try:
+            policy.engine_first_start_delay = self.first_start_delay
+        except AttributeError:              # a policy object that takes no attributes
+            pass
         n = len(jobs)
         self.used_types = np.zeros(n, np.int64)
         self.scale_applied = np.ones(n)

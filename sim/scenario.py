@@ -57,6 +57,9 @@ class Scenario:
     learning: bool = False
     #: network interference slowdown of a Pollux/Sia workload (GoodputOracle.interference)
     interference: float = 0.0
+    #: a job's first start pays its restart delay too (EngineConfig.first_start_delay; None:
+    #: each policy's own, on for the goodput family)
+    first_start_delay: bool | None = None
 
     def __post_init__(self):
         if self.learning and self.workload != "generate" and self.trace_format not in (None, "jobs"):
@@ -121,7 +124,7 @@ class Scenario:
         """The run's engine settings, validated (round period, restart delay)."""
         return EngineConfig(round_s=self.round_s, restart_delay_s=self.restart_delay_s,
                             progress=self.progress, type_choice=self.type_choice,
-                            type_seed=int(self.seed))
+                            type_seed=int(self.seed), first_start_delay=self.first_start_delay)
 
     def run(self, built=None, on_result=None) -> dict[str, SimResult]:
         """Run every policy; ``on_result(name, result)`` is called as each one finishes."""

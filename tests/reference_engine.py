@@ -59,10 +59,15 @@ class RefJob:
         self.last_update = t
 
 
-def reference_run(cluster, jobs, policy, oracle, round_s, type_choice="first-fit", type_seed=0):
+def reference_run(cluster, jobs, policy, oracle, round_s, type_choice="first-fit", type_seed=0,
+                  first_start_delay=None):
     """``type_choice``/``type_seed``: the run's GPU type rule (EngineConfig's), handed to the
     policies through their SchedState; the placer (sim.placement, held to
-    tests/reference_placement.py) applies it."""
+    tests/reference_placement.py) applies it.  ``first_start_delay``: EngineConfig's (a first
+    start pays the restart delay too; None: the policy's attribute)."""
+    if first_start_delay is None:
+        first_start_delay = bool(getattr(policy, "first_start_delay", False))
+    policy.engine_first_start_delay = first_start_delay
     n = len(jobs)
     js = [RefJob(float(jobs.arrival[i]), float(jobs.work[i]), float(jobs.restart_delay[i]))
           for i in range(n)]
@@ -155,7 +160,7 @@ def reference_run(cluster, jobs, policy, oracle, round_s, type_choice="first-fit
         if getattr(policy, "defragment", False):
             plan = defragment_plan(state, plan)
         _apply(now, state, plan, js, used, cap, oracle, cluster, push,
-               getattr(policy, "rate_model", None))
+               getattr(policy, "rate_model", None), first_start_delay)
         if plan.wakeup is not None and plan.wakeup > now:
             push(plan.wakeup, EV_TIMER)
     return {
@@ -228,7 +233,7 @@ def _network_rate(rate, oracle, model, placement, cluster):
     return k / (tau + min(ring, COMM_SHARE_CAP * tau) * (base / link - 1.0))
 
 
-def _apply(now, state, plan, js, used, cap, oracle, cluster, push, rate_model=None):
+def _apply(now, state, plan, js, used, cap, oracle, cluster, push, rate_model=None, first_start_delay=False):
     changes = []
     scales = {}
     for a, i in enumerate(state.active):
@@ -271,7 +276,7 @@ def _apply(now, state, plan, js, used, cap, oracle, cluster, push, rate_model=No
             job.state = "running"
         if math.isnan(job.first_start):
             job.first_start = now
-            job.resume_at = now
+            job.resume_at = now + (job.delay if first_start_delay else 0.0)
         else:
             job.restarts += 1
             job.resume_at = now + job.delay

@@ -52,6 +52,29 @@ def test_engine_matches_reference(name, jobs, round_s, placement, barred, type_c
     check_against_reference(name, jobs, round_s, placement, barred, type_choice)
 
 
+#: EngineConfig.first_start_delay: native (fifo, las), preemptive Python (tiresias, native off via
+#: its restarts), round-based (gavel), elastic (eghs-unaware)
+FIRST_START_POLICIES = ["fifo", "las", "tiresias", "gavel-max-min-fairness-perf", "eghs-unaware"]
+
+
+@pytest.mark.parametrize("name", FIRST_START_POLICIES)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=workloads(), round_s=st.sampled_from([0.0, 30.0]))
+def test_engine_matches_reference_with_first_start_delay(name, jobs, round_s):
+    check_against_reference(name, jobs, round_s, "consolidated", first_start_delay=True)
+
+
+def test_first_start_delay_by_hand():
+    # one 1-GPU job, work 100 on the first node's GPUs (rate 2 there, LinearOracle), delay 5:
+    # finishes at 55 with the option, at 50 without; no restart is counted either way
+    jobs = specs([0.0], [1], [100.0], [0], delay=5.0)
+    for on, end in ((True, 55.0), (False, 50.0)):
+        res = run_jobs(small_cluster(), jobs, get_policy("fifo"), LinearOracle(),
+                       EngineConfig(first_start_delay=on))
+        assert res.finish[0] == pytest.approx(end) and res.first_start[0] == 0.0
+        assert res.restarts[0] == 0
+
+
 #: the network term (sim.network) on clusters whose bandwidths differ from the oracle's
 #: reference: a native policy, a preemptive one, an elastic one with defragmentation, a round-based one
 NETWORK_POLICIES = ["fifo", "tiresias", "eghs-unaware", "gavel-max-min-fairness-perf"]
@@ -75,7 +98,7 @@ def test_few_examples_match_reference(name, jobs, round_s, placement):
 
 
 def check_against_reference(name, jobs, round_s, placement, barred=False, type_choice="first-fit",
-                            cluster=None, oracle=None):
+                            cluster=None, oracle=None, first_start_delay=False):
     cluster = small_cluster() if cluster is None else cluster
     # the gavel-* policies and themis choose types themselves (their own tests bar types)
     barred = barred and not getattr(get_policy(name), "single_type_jobs", False)
@@ -85,9 +108,10 @@ def check_against_reference(name, jobs, round_s, placement, barred=False, type_c
     if round_s == 0.0 and get_policy(name).triggers == 0:
         round_s = 30.0              # a policy that decides at rounds only (sia-rigid) needs them
     res = run_jobs(cluster, jobs, small_policy(name, placement=placement), oracle,
-                   EngineConfig(round_s=round_s, type_choice=type_choice, type_seed=5))
+                   EngineConfig(round_s=round_s, type_choice=type_choice, type_seed=5,
+                                first_start_delay=first_start_delay))
     ref = reference_run(cluster, jobs, small_policy(name, placement=placement), oracle, round_s,
-                        type_choice, 5)
+                        type_choice, 5, first_start_delay)
     _compare({"first_start": res.first_start, "finish": res.finish,
               "gpu_seconds": res.gpu_seconds, "restarts": res.restarts}, ref)
 

@@ -65,6 +65,8 @@ class JobModel:
     ``batch_override``: application -> fixed global batch for every job of it.
     ``observed``: predict with per-job models fitted on what each job has run (Sia's), not the
     application's profile-fitted model.
+    ``first_start_delay``: the engine charges the restart delay at a job's first start too
+    (:class:`~sim.engine.EngineConfig`); the restart delays this model tracks follow it.
     ``sia_batch_limits``: a fixed batch is split with the Sia simulator's limits (its
     ``update_local_bsz``): the placement's own largest per-GPU batch
     (:meth:`~sim.goodput.profiles.Application.max_local_bsz_at`) instead of the profile's, then
@@ -73,13 +75,14 @@ class JobModel:
 
     def __init__(self, oracle: GoodputOracle, jobs: JobSpecs, adaptive: bool,
                  batch_override: dict[str, int] | None = None, observed: bool = False,
-                 sia_batch_limits: bool = False):
+                 sia_batch_limits: bool = False, first_start_delay: bool = False):
         self.oracle = oracle
         self.jobs = jobs
         self._model = np.asarray(jobs.model, np.int64)
         n_jobs = len(jobs)
         self.adaptive = adaptive
         self.sia_batch_limits = sia_batch_limits
+        self.first_start_delay = first_start_delay     # the engine charges the delay at a first start
         self.override = {oracle.models.index(a): b for a, b in (batch_override or {}).items()
                          if a in oracle.models}
         self.started = np.zeros(n_jobs, bool)          # has run: the model has been measured
@@ -264,7 +267,8 @@ class JobModel:
                 continue
             j = int(ids[i])
             if _moved(state, plan, i):
-                self.resume_at[j] = state.now + (state.jobs.restart_delay[j] if self.restarts[j] >= 0 else 0.0)
+                charged = self.restarts[j] >= 0 or self.first_start_delay
+                self.resume_at[j] = state.now + (state.jobs.restart_delay[j] if charged else 0.0)
                 self.restarts[j] += 1
             rate, batch, scale[i], obs = self._rate_and_scale(j, new, int(epoch[i]), self._types(state, plan, i))
             rate, scale[i] = rate * slow[i], scale[i] * slow[i]

@@ -41,6 +41,9 @@ class GoodputPolicy(Policy):
     rigid_policy: ClassVar[str | None] = None
     #: split a fixed batch with the Sia simulator's per-placement limits (JobModel)
     sia_batch_limits: ClassVar[bool] = False
+    #: a job's first start pays its restart delay, as both authors' simulators charge their
+    #: re-scale delay at every allocation (EngineConfig.first_start_delay)
+    first_start_delay: ClassVar[bool] = True
 
     def __init__(self, placement: str = "consolidated"):
         super().__init__(placement)
@@ -55,7 +58,8 @@ class GoodputPolicy(Policy):
                               + (f"; for other workloads use {self.rigid_policy})" if self.rigid_policy else ")"))
         self._jobs = state.jobs
         self.model = JobModel(state.oracle, state.jobs, self.adaptive, self.batch_override, self.observed_models,
-                              self.sia_batch_limits)
+                              self.sia_batch_limits,
+                              getattr(self, "engine_first_start_delay", self.first_start_delay))
         self._decided = False
         self.reset(len(state.jobs))
 
