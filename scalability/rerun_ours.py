@@ -1,0 +1,45 @@
+"""Re-run our side of a committed fidelity table (scalability/results/sia_fidelity/*.json)
+against the authors' numbers it already holds; the previous ours is kept under ``previous_key``.
+
+    python scalability/rerun_ours.py RESULTS.json --previous-key ours_before_first_start_delay [--workers 2]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from sia_fidelity import our_metrics
+from sim.goodput.profiles import shared_profiles_dir
+
+
+def _one(args):
+    workload, policy = args
+    root = shared_profiles_dir("sia").parent.parent / "workloads" / "sia"
+    return our_metrics(root / f"{workload}.csv", policy)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", type=Path)
+    ap.add_argument("--previous-key", required=True)
+    ap.add_argument("--workers", type=int, default=2)
+    a = ap.parse_args()
+    rows = json.loads(a.results.read_text())
+    with ProcessPoolExecutor(a.workers) as ex:
+        new = list(ex.map(_one, [(r["workload"], r["policy"]) for r in rows]))
+    for r, o in zip(rows, new):
+        r[a.previous_key] = r["ours"]
+        r["ours"] = o
+        t = r["theirs"]
+        print(f"{r['workload']:<18} {r['policy']:<10} theirs {t['avg_jct_s']:9.1f}  before "
+              f"{r[a.previous_key]['avg_jct_s']:9.1f} ({100 * (r[a.previous_key]['avg_jct_s'] / t['avg_jct_s'] - 1):+.1f}%)"
+              f"  now {o['avg_jct_s']:9.1f} ({100 * (o['avg_jct_s'] / t['avg_jct_s'] - 1):+.1f}%)  makespan "
+              f"{100 * (o['makespan_s'] / t['makespan_s'] - 1):+.1f}% (before "
+              f"{100 * (r[a.previous_key]['makespan_s'] / t['makespan_s'] - 1):+.1f}%)", flush=True)
+    a.results.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
