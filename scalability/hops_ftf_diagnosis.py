@@ -19,7 +19,7 @@ import numpy as np
 import hops_experiment as he
 import sim.policies.hops as hops_policy
 from sim.metrics import finish_time_fairness
-from sim.hops.metrics import DURATION_EDGES
+from sim.hops.metrics import DURATION_EDGES, duration_classes
 
 LABELS = ("hops-ftf-lam2", "hops-lr")
 
@@ -48,9 +48,9 @@ def per_class(res) -> np.ndarray:
     """[class, (max rho, run / reference, restarts, wait s)]"""
     rho = finish_time_fairness(res)
     est = np.asarray(res.jobs.est_duration, float)
-    cut = np.searchsorted(np.asarray(DURATION_EDGES), est, side="right")
+    cut, names = duration_classes(est)
     wait = res.first_start - res.jobs.arrival
-    out = np.full((len(DURATION_EDGES) + 1, 5), np.nan)
+    out = np.full((len(names), 5), np.nan)
     for k in range(out.shape[0]):
         m = cut == k
         if m.any():
@@ -79,8 +79,7 @@ def main() -> None:
     ap.add_argument("--spy-seed", type=int, default=0)
     ap.add_argument("--labels", default=",".join(LABELS))
     a = ap.parse_args()
-    edges = ["<600"] + [f"{x:g}-{y:g}" for x, y in zip(DURATION_EDGES[:-1], DURATION_EDGES[1:])] + \
-        [f">={DURATION_EDGES[-1]:g}"]
+    edges = duration_classes(np.zeros(0))[1]
     for label in a.labels.split(","):
         rows, restarts = [], []
         for seed in (int(s) for s in a.seeds.split(",")):

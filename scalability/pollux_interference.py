@@ -25,7 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from sim.engine import EngineConfig, simulate
-from sim.goodput.profiles import shared_profiles_dir
+from sim.goodput.profiles import shared_workloads_dir
 from sim.goodput.workload import read_goodput_workload
 from sim.metrics import summary
 from sim.policies import get_policy
@@ -57,10 +57,10 @@ def theirs(gitdir: str) -> dict[str, dict[str, float]]:
 def one(args) -> dict:
     label, workload, search = args
     avoid, inter, _ = VARIANTS[label]
-    root = shared_profiles_dir("pollux")
+    root = shared_workloads_dir("pollux")
     if root is None:
-        raise SystemExit("the Pollux profiles and workloads are not found (set CLUSTERSIM_SHARED_DATA)")
-    path = root.parent.parent / "workloads" / "pollux" / "workloads" / f"{workload}.csv"
+        raise SystemExit("the Pollux workloads are not found (set CLUSTERSIM_SHARED_DATA)")
+    path = root / "workloads" / f"{workload}.csv"
     table, oracle = read_goodput_workload(path, interference=inter)
     pol = get_policy("pollux", search=search, avoid_interference=avoid)
     t0 = time.process_time()

@@ -10,14 +10,13 @@ import json
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from sia_fidelity import our_metrics
-from sim.goodput.profiles import shared_profiles_dir
+from sia_fidelity import _diff, our_metrics
+from sim.goodput.profiles import shared_workloads_dir
 
 
 def _one(args):
     workload, policy = args
-    root = shared_profiles_dir("sia").parent.parent / "workloads" / "sia"
-    return our_metrics(root / f"{workload}.csv", policy)
+    return our_metrics(shared_workloads_dir("sia") / f"{workload}.csv", policy)
 
 
 def main() -> None:
@@ -30,14 +29,13 @@ def main() -> None:
     with ProcessPoolExecutor(a.workers) as ex:
         new = list(ex.map(_one, [(r["workload"], r["policy"]) for r in rows]))
     for r, o in zip(rows, new):
-        r[a.previous_key] = r["ours"]
-        r["ours"] = o
-        t = r["theirs"]
+        before, t = r["ours"], r["theirs"]
+        r[a.previous_key], r["ours"] = before, o
         print(f"{r['workload']:<18} {r['policy']:<10} theirs {t['avg_jct_s']:9.1f}  before "
-              f"{r[a.previous_key]['avg_jct_s']:9.1f} ({100 * (r[a.previous_key]['avg_jct_s'] / t['avg_jct_s'] - 1):+.1f}%)"
-              f"  now {o['avg_jct_s']:9.1f} ({100 * (o['avg_jct_s'] / t['avg_jct_s'] - 1):+.1f}%)  makespan "
-              f"{100 * (o['makespan_s'] / t['makespan_s'] - 1):+.1f}% (before "
-              f"{100 * (r[a.previous_key]['makespan_s'] / t['makespan_s'] - 1):+.1f}%)", flush=True)
+              f"{before['avg_jct_s']:9.1f} ({_diff(before['avg_jct_s'], t['avg_jct_s'])})  now "
+              f"{o['avg_jct_s']:9.1f} ({_diff(o['avg_jct_s'], t['avg_jct_s'])})  makespan "
+              f"{_diff(o['makespan_s'], t['makespan_s'])} (before "
+              f"{_diff(before['makespan_s'], t['makespan_s'])})", flush=True)
     a.results.write_text(json.dumps(rows, indent=1) + "\n")
 
 

@@ -346,12 +346,12 @@ class _Run:
         self.config = config
         self.round_s = config.round_s if config.round_s is not None else (policy.round_s or 0.0)
         self.kernel = _Kernel(cluster, jobs, self.round_s, policy.triggers)
-        self.first_start_delay = first_start_delay(config, policy)
-        if self.first_start_delay:
+        charge_first = first_start_delay(config, policy)
+        if charge_first:
             self.kernel.set_first_start_delay(True)
         # policies that track restart delays themselves (the goodput family's job model) read it
         try:
-            policy.engine_first_start_delay = self.first_start_delay
+            policy.engine_first_start_delay = charge_first
         except AttributeError:              # a policy object that takes no attributes
             pass
         n = len(jobs)

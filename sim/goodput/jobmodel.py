@@ -258,7 +258,8 @@ class JobModel:
         epoch = self.epochs(state)
         prog = state.jobs.work[ids] - state.remaining
         scale = np.ones(k)
-        slow = 1.0 - self.oracle.interference * interfered_jobs(plan.indptr, plan.nodes, plan.counts)
+        slow = (1.0 - self.oracle.interference * interfered_jobs(plan.indptr, plan.nodes, plan.counts)
+                if self.oracle.interference else np.ones(k))
         wake = np.inf
         running: dict[int, tuple] = {}
         for i in range(k):

@@ -65,11 +65,20 @@ _SCALABILITY_COLS = ("num_nodes", "num_replicas", "local_bsz", "step_time", "syn
 def shared_profiles_dir(kind: str = "pollux") -> Path | None:
     """``$CLUSTERSIM_SHARED_DATA/profiles/<kind>`` or ``../shared/data/profiles/<kind>`` (from the
     working directory or this checkout), or None when neither exists."""
+    return _shared_dir("profiles", kind)
+
+
+def shared_workloads_dir(kind: str = "pollux") -> Path | None:
+    """``workloads/<kind>`` of the same shared data folder (the papers' workload CSVs), or None."""
+    return _shared_dir("workloads", kind)
+
+
+def _shared_dir(what: str, kind: str) -> Path | None:
     roots = [os.environ.get("CLUSTERSIM_SHARED_DATA")]
     roots += [Path.cwd().parent / "shared" / "data", Path(__file__).resolve().parents[3] / "shared" / "data"]
     for root in roots:
-        if root and (Path(root) / "profiles" / kind).is_dir():
-            return Path(root) / "profiles" / kind
+        if root and (Path(root) / what / kind).is_dir():
+            return Path(root) / what / kind
     return None
 
 

@@ -10,7 +10,7 @@ from ..metrics import finish_time_fairness
 from ..result import wait_times
 
 __all__ = ["latency_ratios", "max_latency_ratio", "raqlr", "fragments_per_round", "max_ftf_rho",
-           "max_ftf_rho_by_duration", "DURATION_EDGES"]
+           "max_ftf_rho_by_duration", "duration_classes", "DURATION_EDGES"]
 
 
 def latency_ratios(result) -> np.ndarray:
@@ -78,14 +78,20 @@ def max_ftf_rho(result) -> float:
 DURATION_EDGES = (600.0, 3600.0, 36000.0)
 
 
-def max_ftf_rho_by_duration(result, edges=DURATION_EDGES) -> dict[str, float]:
-    """The largest rho among the jobs of each reference-duration class (``est_duration`` in
-    ``[edges[k-1], edges[k])``), keyed ``"<600"``, ``"600-3600"``, ..., ``">=36000"``; NaN for an
-    empty class.  Separates the short jobs, whose rho a few rounds of delay multiply, from the rest."""
-    rho = finish_time_fairness(result)
-    est = np.asarray(result.jobs.est_duration, float)
-    cut = np.searchsorted(np.asarray(edges, float), est, side="right")
+def duration_classes(est_duration, edges=DURATION_EDGES) -> tuple[np.ndarray, list[str]]:
+    """(class index per job, class names): reference duration in ``[edges[k-1], edges[k])``,
+    named ``"<600"``, ``"600-3600"``, ..., ``">=36000"``."""
+    cut = np.searchsorted(np.asarray(edges, float), np.asarray(est_duration, float), side="right")
     names = [f"<{edges[0]:g}"] + [f"{a:g}-{b:g}" for a, b in zip(edges[:-1], edges[1:])] + [f">={edges[-1]:g}"]
+    return cut, names
+
+
+def max_ftf_rho_by_duration(result, edges=DURATION_EDGES) -> dict[str, float]:
+    """The largest rho among the jobs of each reference-duration class
+    (:func:`duration_classes`); NaN for an empty class.  Separates the short jobs, whose rho a
+    few rounds of delay multiply, from the rest."""
+    rho = finish_time_fairness(result)
+    cut, names = duration_classes(result.jobs.est_duration, edges)
     out = {}
     for k, name in enumerate(names):
         r = rho[(cut == k) & np.isfinite(rho)]
