@@ -17,7 +17,6 @@ import argparse
 import numpy as np
 
 import hops_experiment as he
-import sim.policies.hops as hops_policy
 from sim.metrics import finish_time_fairness
 from sim.hops.metrics import DURATION_EDGES, duration_classes
 
@@ -25,23 +24,14 @@ LABELS = ("hops-ftf-lam2", "hops-lr")
 
 
 def run(label: str, seed: int, load: float, spy: list | None = None):
+    """One run; with ``spy`` a list, the policy appends (active ids, priorities) per decision."""
     name, kw = he.SETUPS["ftf"][label]
-    original = hops_policy.priority
-
-    def recording(kind, state, now, r_avg):
-        p = original(kind, state, now, r_avg)
-        spy.append((state.active.copy(), p.copy()))
-        return p
-
-    if spy is not None:
-        hops_policy.priority = recording
-    try:
-        cluster, oracle = he.get_preset("hops-512"), he.TableThroughput.builtin()
-        w = he.workload(500, load, seed, oracle)
-        truth = he.ServerTruth(cluster, 500, seed=seed)
-        return he.simulate(cluster, w, he.get_policy(name, **kw), oracle, he.EngineConfig(), truth=truth)
-    finally:
-        hops_policy.priority = original
+    cluster, oracle = he.get_preset("hops-512"), he.TableThroughput.builtin()
+    w = he.workload(500, load, seed, oracle)
+    truth = he.ServerTruth(cluster, 500, seed=seed)
+    policy = he.get_policy(name, **kw)
+    policy.priority_log = spy
+    return he.simulate(cluster, w, policy, oracle, he.EngineConfig(), truth=truth)
 
 
 def per_class(res) -> np.ndarray:

@@ -166,7 +166,8 @@ class _Kernel:
         return self._check(lib.sk_engine_step(self.ptr, self.batch), "sk_engine_step")
 
     def snapshot(self, cluster: Cluster, jobs: JobSpecs, queued_only: bool = False,
-                 oracle=None, type_choice: str = DEFAULT_TYPE_CHOICE, type_seed: int = 0) -> SchedState:
+                 oracle=None, type_choice: str = DEFAULT_TYPE_CHOICE, type_seed: int = 0,
+                 first_start_delay: bool = False) -> SchedState:
         """The SchedState of the current decision point, in one kernel call."""
         b, p = self._buf, self._ptr
         na, ne = self._sizes
@@ -188,7 +189,8 @@ class _Kernel:
                           run_s=b["run"][:k].copy(), queued_since=b["queued_since"][:k].copy(),
                           pl_indptr=b["indptr"][:k + 1].copy(), pl_nodes=self._pl_nodes[:m].copy(),
                           pl_counts=self._pl_counts[:m].copy(), node_free=self.node_free().copy(),
-                          oracle=oracle, type_choice=type_choice, type_seed=type_seed)
+                          oracle=oracle, type_choice=type_choice, type_seed=type_seed,
+                          first_start_delay=first_start_delay)
 
     def apply(self, ids, indptr, nodes, counts, rates) -> None:
         ids, indptr = np.ascontiguousarray(ids, np.int64), np.ascontiguousarray(indptr, np.int64)
@@ -346,14 +348,9 @@ class _Run:
         self.config = config
         self.round_s = config.round_s if config.round_s is not None else (policy.round_s or 0.0)
         self.kernel = _Kernel(cluster, jobs, self.round_s, policy.triggers)
-        charge_first = first_start_delay(config, policy)
-        if charge_first:
+        self.first_start_delay = first_start_delay(config, policy)
+        if self.first_start_delay:
             self.kernel.set_first_start_delay(True)
-        # policies that track restart delays themselves (the goodput family's job model) read it
-        try:
-            policy.engine_first_start_delay = charge_first
-        except AttributeError:              # a policy object that takes no attributes
-            pass
         n = len(jobs)
         self.used_types = np.zeros(n, np.int64)
         self.scale_applied = np.ones(n)
@@ -454,7 +451,7 @@ class _Run:
             return None
         t_snap = time.perf_counter()
         state = k.snapshot(self.cluster, self.jobs, self.queued_view, self.oracle,
-                           self.config.type_choice, int(self.config.type_seed))
+                           self.config.type_choice, int(self.config.type_seed), self.first_start_delay)
         t_world = time.perf_counter()
         if self.world is not None:
             state = self.world.observe(state, self.clairvoyant)

@@ -80,6 +80,10 @@ class SchedState:
     #: ``EngineConfig.type_choice``) and its seed
     type_choice: str = "first-fit"
     type_seed: int = 0
+    #: a job's first start pays its restart delay in this run (``EngineConfig.first_start_delay``,
+    #: else the policy's attribute): policies that track restart delays (the goodput job model)
+    #: follow the engine's rule
+    first_start_delay: bool = False
 
     @property
     def demand(self) -> np.ndarray:

@@ -67,7 +67,6 @@ def reference_run(cluster, jobs, policy, oracle, round_s, type_choice="first-fit
     start pays the restart delay too; None: the policy's attribute)."""
     if first_start_delay is None:
         first_start_delay = bool(getattr(policy, "first_start_delay", False))
-    policy.engine_first_start_delay = first_start_delay
     n = len(jobs)
     js = [RefJob(float(jobs.arrival[i]), float(jobs.work[i]), float(jobs.restart_delay[i]))
           for i in range(n)]
@@ -155,7 +154,7 @@ def reference_run(cluster, jobs, policy, oracle, round_s, type_choice="first-fit
         if done == n:
             break
         state = _state(now, reasons, cluster, jobs, js, cap, used, getattr(policy, "view", "all"),
-                       oracle, type_choice, type_seed)
+                       oracle, type_choice, type_seed, first_start_delay)
         plan = policy.schedule(state)
         if getattr(policy, "defragment", False):
             plan = defragment_plan(state, plan)
@@ -172,7 +171,7 @@ def reference_run(cluster, jobs, policy, oracle, round_s, type_choice="first-fit
 
 
 def _state(now, reasons, cluster, jobs, js, cap, used, view="all", oracle=None,
-           type_choice="first-fit", type_seed=0):
+           type_choice="first-fit", type_seed=0, first_start_delay=False):
     listed = ("queued",) if view == "queued" else ("queued", "running")
     active = [i for i, j in enumerate(js) if j.state in listed]
     live = [js[i].live(now) for i in active]        # reading never writes
@@ -195,7 +194,7 @@ def _state(now, reasons, cluster, jobs, js, cap, used, view="all", oracle=None,
         pl_indptr=np.array(indptr, np.int64), pl_nodes=np.array(nodes, np.int32),
         pl_counts=np.array(counts, np.int32),
         node_free=np.array([c - u for c, u in zip(cap, used)], np.int32), oracle=oracle,
-        type_choice=type_choice, type_seed=type_seed)
+        type_choice=type_choice, type_seed=type_seed, first_start_delay=first_start_delay)
 
 
 def _oracle_rate(state, i, placement, oracle, cluster, rate_model=None):

@@ -255,3 +255,18 @@ def test_hops_counts_restarts_of_moved_running_jobs():
     pol = get_policy("hops")
     res = run_jobs(c, jobs, pol, LinearOracle(), EngineConfig(), truth=ServerTruth(c, 4, seed=0))
     np.testing.assert_array_equal(pol.restarts, res.restarts)
+
+
+def test_priority_log_records_each_decision_and_changes_nothing():
+    c = small_cluster()
+    jobs = specs([0, 0, 10, 20], [2, 4, 1, 2], [500.0, 800.0, 100.0, 300.0])
+    plain = run_jobs(c, jobs, get_policy("hops"), LinearOracle(), EngineConfig(),
+                     truth=ServerTruth(c, 4, seed=0))
+    pol = get_policy("hops")
+    pol.priority_log = []
+    res = run_jobs(c, jobs, pol, LinearOracle(), EngineConfig(), truth=ServerTruth(c, 4, seed=0))
+    np.testing.assert_array_equal(res.finish, plain.finish)
+    assert len(pol.priority_log) == res.profile["decisions"]
+    ids, prio = pol.priority_log[0]
+    np.testing.assert_array_equal(ids, [0, 1])                  # the two jobs of time 0
+    assert prio.shape == ids.shape and np.all(np.isfinite(prio))

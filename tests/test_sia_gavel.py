@@ -133,7 +133,7 @@ def test_first_round_is_at_360_s_and_the_first_start_pays_its_delay(one_job):
     jobs, oracle = one_job
     cluster = cluster_from_groups("two", [{"count": 2, "gpus": 4, "type": "t4"}])
     with_delay = run_jobs(cluster, jobs, SiaGavel(), oracle, EngineConfig())
-    without = run_jobs(cluster, jobs, SiaGavel(first_start_delay=False), oracle, EngineConfig())
+    without = run_jobs(cluster, jobs, SiaGavel(), oracle, EngineConfig(first_start_delay=False))
     assert with_delay.first_start[0] == 360.0 and without.first_start[0] == 360.0
     # a lone job keeps its GPUs: the first start's delay alone separates the two runs
     assert with_delay.finish[0] - without.finish[0] == pytest.approx(jobs.restart_delay[0], rel=1e-6)

@@ -59,7 +59,7 @@ class GoodputPolicy(Policy):
         self._jobs = state.jobs
         self.model = JobModel(state.oracle, state.jobs, self.adaptive, self.batch_override, self.observed_models,
                               self.sia_batch_limits,
-                              getattr(self, "engine_first_start_delay", self.first_start_delay))
+                              state.first_start_delay)
         self._decided = False
         self.reset(len(state.jobs))
 

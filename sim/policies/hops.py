@@ -89,6 +89,9 @@ class Hops(Policy):
         self.keep_bonus, self.max_plans, self.time_limit_s = float(keep_bonus), int(max_plans), time_limit_s
         self.max_nodes = max_nodes
         self._jobs = None
+        #: a list to append (active job ids, their priorities) to at every decision (diagnostics,
+        #: scalability/hops_ftf_diagnosis.py); None records nothing
+        self.priority_log: list[tuple[np.ndarray, np.ndarray]] | None = None
 
     def params(self) -> dict:
         return {**super().params(), **{k: getattr(self, k) for k in (
@@ -133,6 +136,8 @@ class Hops(Policy):
         ids = state.active
         tick = np.floor(state.now / self.refresh_s) * self.refresh_s
         prio = priority(self.priority, state, tick, self.r_avg[ids])
+        if self.priority_log is not None:
+            self.priority_log.append((ids.copy(), prio.copy()))
         order = np.lexsort((-prio,))
         ok = self.est.profiled[ids] & (self.r_min[ids] > 0)
         rows = self._plan(state, order, ok, prio, full, reserved)

@@ -33,8 +33,8 @@ from our ``gavel-*`` ports of Gavel's own simulator (sim.policies.gavel); docs/g
   engine placement is built from theirs: jobs that do not restart keep their engine GPUs, the
   others get their nodes in theirs if free there, else the same GPUs-per-node on best-fitting
   nodes of the type (``shape_misses`` counts the rare rounds where neither fits).  The first
-  start's delay, which our engine does not charge, is charged here (``first_start_delay``): the
-  job runs at a negligible rate until its delay has passed.
+  start pays its delay too, through the engine (``EngineConfig.first_start_delay``, on by
+  default for the goodput family).
 * **Rounds** every 360 s at multiples of 360 s from time 0 (theirs: the first decision at 360 s,
   after the first step), whatever the first arrival; arrivals wake the policy, which waits for
   the next round.  Between rounds placements stay.
@@ -56,14 +56,12 @@ from .goodput_base import GoodputPolicy, csr_plan, current_pairs, packed_counts
 from .registry import register
 from .sia import source_order
 
-__all__ = ["SiaGavel", "ROUND_S", "MISSING_TYPE_THROUGHPUT", "FIRST_START_SCALE", "ALLOC_DECIMALS"]
+__all__ = ["SiaGavel", "ROUND_S", "MISSING_TYPE_THROUGHPUT", "ALLOC_DECIMALS"]
 
 #: the Sia simulator's Gavel interval (run_experiment.sh ``--interval=360``)
 ROUND_S = 360.0
 #: throughput of a job on a type with fewer GPUs than it asks for (``predict_throughput``)
 MISSING_TYPE_THROUGHPUT = 0.1
-#: rate scale of a job during its first start's delay (the engine wants a positive rate)
-FIRST_START_SCALE = 1e-9
 #: decimals the allocation is rounded to (``x.value.round(decimals=5)``)
 ALLOC_DECIMALS = 5
 
@@ -77,26 +75,18 @@ class SiaGavel(GoodputPolicy):
     round_s: ClassVar[float | None] = None
     sia_batch_limits: ClassVar[bool] = True
     rigid_policy: ClassVar[str | None] = "gavel-max-sum-throughput-perf"
-    #: the engine does not charge the first start: this policy charges it itself (its
-    #: ``first_start_delay`` parameter, kept in ``charge_first_start``), by a negligible rate
-    #: until the delay has passed, as before EngineConfig.first_start_delay existed (its
-    #: committed fidelity runs); moving it to the engine's mechanism is left to do
-    first_start_delay: ClassVar[bool] = False
 
     def __init__(self, placement: str = "consolidated", time_per_round_s: float = ROUND_S,
-                 solver: str = "ipm", first_start_delay: bool = True):
+                 solver: str = "ipm"):
         super().__init__(placement)
         self.time_per_round_s = check_positive(self.name, "time_per_round_s", time_per_round_s)
         self.solver = check_solver(solver)
-        self.charge_first_start = bool(first_start_delay)
 
     def params(self) -> dict:
-        return {**super().params(), "time_per_round_s": self.time_per_round_s, "solver": self.solver,
-                "first_start_delay": self.charge_first_start}
+        return {**super().params(), "time_per_round_s": self.time_per_round_s, "solver": self.solver}
 
     def reset(self, n_jobs: int) -> None:
         self.joined = np.zeros(n_jobs, bool)
-        self.first_until = np.full(n_jobs, -np.inf)    # end of a first start's delay
         self.workers: dict[int, tuple[int, ...]] = {}  # job -> their worker ids (node * W + slot)
         self.alloc_key: dict[int, tuple] = {}          # job -> (type, node of each worker)
         self.order: list[int] | None = None            # GPU types in their cluster order
@@ -130,24 +120,14 @@ class SiaGavel(GoodputPolicy):
             self.last_round = now
         else:
             plan = Plan(state.pl_indptr, state.pl_nodes, state.pl_counts)
-        fresh = self.model.restarts[state.active] < 0
-        return self._first_starts(state, self.model.finish(state, plan), fresh)
+        return self._next_round(state, self.model.finish(state, plan))
 
-    def _first_starts(self, state: SchedState, plan: Plan, fresh: np.ndarray) -> Plan:
-        """Jobs in their first start's delay run at :data:`FIRST_START_SCALE`; the wakeup is the
-        earliest of the next round, a delay's end and the job model's epoch boundary."""
-        ids, now = state.active, state.now
-        placed = np.diff(plan.indptr) > 0
-        if self.charge_first_start and not getattr(self, "engine_first_start_delay", False):
-            new = ids[fresh & placed]
-            self.first_until[new] = now + state.jobs.restart_delay[new]
-        self.first_until[ids[~placed | (self.model.restarts[ids] > 0)]] = -np.inf
-        wait = placed & (self.first_until[ids] > now)
-        scale = np.ones(ids.shape[0]) if plan.rate_scale is None else np.array(plan.rate_scale, float)
-        scale[wait] = FIRST_START_SCALE
-        wake = [(math.floor(now / self.time_per_round_s + 1e-9) + 1) * self.time_per_round_s]
-        wake += list(self.first_until[ids[wait]]) + ([] if plan.wakeup is None else [plan.wakeup])
-        return Plan(plan.indptr, plan.nodes, plan.counts, min(wake), scale)
+    def _next_round(self, state: SchedState, plan: Plan) -> Plan:
+        """``plan`` woken at the earliest of the next round and the job model's wakeup."""
+        wake = (math.floor(state.now / self.time_per_round_s + 1e-9) + 1) * self.time_per_round_s
+        if plan.wakeup is not None:
+            wake = min(wake, plan.wakeup)
+        return Plan(plan.indptr, plan.nodes, plan.counts, wake, plan.rate_scale)
 
     # -- one round ------------------------------------------------------------------
     def decide(self, state: SchedState, epochs) -> Plan:
