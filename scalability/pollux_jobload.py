@@ -3,7 +3,7 @@ committed results (docs/goodput.md, "Ours vs the authors' simulator").
 
     python scalability/pollux_jobload.py --adaptdl GITDIR [--loads 0.5,1.0,2.0] [--workloads 1-8]
         [--policies pollux-tiresias,optimus,pollux] [--search dp|nsga2] [--seed 0] [--workers 2]
-        [--out PATH_STEM]
+        [--round-origin S] [--out PATH_STEM]
 
 Runs each policy on ``pollux-64`` over the Pollux workloads at each job load (``workloads-0.5``,
 ``workloads`` for 1.0, ``workloads-1.5``, ``workloads-2.0``; the shared data has no
@@ -27,6 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from sim.api import simulate
+from sim.engine import EngineConfig
 from sim.goodput.profiles import shared_workloads_dir
 from sim.metrics import summary
 
@@ -66,16 +67,16 @@ def workload_path(gitdir: str, load: str, workload: str) -> Path:
 
 
 def one(args) -> dict:
-    gitdir, load, workload, policy, search, seed = args
+    gitdir, load, workload, policy, search, seed, origin = args
     path = workload_path(gitdir, load, workload)
     params = {}
     if policy == "pollux":
         params = {"search": search} if seed is None else {"search": search, "seed": seed}
     t0 = time.process_time()
-    res = simulate(CLUSTER, str(path), policy, **params)
+    res = simulate(CLUSTER, str(path), policy, config=EngineConfig(round_origin=origin), **params)
     s = summary(res)
     return {"load": load, "workload": workload, "policy": policy, "search": params.get("search"),
-            "seed": params.get("seed"),
+            "seed": params.get("seed"), "round_origin": origin,
             "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"],
             "jobs": int(len(res.finish)), "cpu_s": round(time.process_time() - t0, 1)}
 
@@ -146,6 +147,8 @@ def main() -> None:
     ap.add_argument("--policies", default=",".join(THEIR_NAME))
     ap.add_argument("--search", default="dp", choices=("dp", "nsga2"), help="pollux's search")
     ap.add_argument("--seed", type=int, default=0, help="pollux's seed (NSGA-II's draws)")
+    ap.add_argument("--round-origin", type=float, default=None,
+                    help="EngineConfig.round_origin (0: rounds at multiples of 60 s from 0, as theirs)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default="scalability/results/pollux_fidelity/jobload_all")
     a = ap.parse_args()
@@ -153,13 +156,13 @@ def main() -> None:
     lo, hi = (int(x) for x in a.workloads.split("-"))
     their = theirs(a.adaptdl, loads, policies)
     jobs = [(a.adaptdl, ld, f"workload-{n}", p, a.search if p == "pollux" else None,
-             a.seed if p == "pollux" and a.search == "nsga2" else None)
+             a.seed if p == "pollux" and a.search == "nsga2" else None, a.round_origin)
             for ld in loads for n in range(lo, hi + 1) for p in policies]
     # the slowest (pollux at 2.0) first, so the pool's tail is short
     jobs.sort(key=lambda j: (j[3] != "pollux", j[1] != "2.0"))
     out = Path(a.out).with_suffix(".json")
     saved = json.loads(out.read_text()) if out.exists() else {"theirs": {}, "rows": []}
-    done = {j[1:] for j in jobs}
+    done = {j[1:6] for j in jobs}
     with ProcessPoolExecutor(a.workers) as ex:
         new = []
         for r in ex.map(one, jobs):

@@ -7,6 +7,7 @@ here loops over jobs in Python.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 
@@ -59,6 +60,10 @@ class EngineConfig:
         (default) takes the policy's ``first_start_delay`` attribute (on for the goodput family,
         sim.policies.goodput_base; off elsewhere: only a placement change of a started job
         pays it).
+    round_origin: rounds fall at ``round_origin + k round_s`` (the first at or after the first
+        arrival), as the Pollux simulator's at multiples of its interval from time 0; None
+        (default) takes the policy's ``round_origin`` attribute, and where it has none the
+        first arrival (rounds phased from it).  In [0, MAX_TIME_S] s.
     """
 
     round_s: float | None = None
@@ -68,8 +73,12 @@ class EngineConfig:
     type_choice: str = DEFAULT_TYPE_CHOICE
     type_seed: int = 0
     first_start_delay: bool | None = None
+    round_origin: float | None = None
 
     def __post_init__(self) -> None:
+        if self.round_origin is not None:
+            object.__setattr__(self, "round_origin",
+                               check_seconds(self.round_origin, "round_origin (--round-origin)"))
         object.__setattr__(self, "round_s", check_round(self.round_s, "round_s (--round)"))
         if self.restart_delay_s is not None:
             object.__setattr__(self, "restart_delay_s",
@@ -115,7 +124,8 @@ def _allowed(workload) -> tuple | None:
 class _Kernel:
     """Owns one sk_engine and the buffers Python hands it."""
 
-    def __init__(self, cluster: Cluster, jobs: JobSpecs, round_s: float, triggers: int):
+    def __init__(self, cluster: Cluster, jobs: JobSpecs, round_s: float, triggers: int,
+                 round_origin: float | None = None):
         n = len(jobs)
         self.n = n
         self._keep = [np.ascontiguousarray(cluster.node_gpus, np.int32),
@@ -123,7 +133,7 @@ class _Kernel:
                       np.ascontiguousarray(jobs.work, float),
                       np.ascontiguousarray(jobs.restart_delay, float),
                       np.ascontiguousarray(jobs.demand, np.int32)]
-        start = float(jobs.arrival.min()) if n else 0.0
+        start = round_start(jobs, round_origin, float(round_s))
         out = ffi.new("sk_engine **")
         rc = lib.sk_engine_new(out, cluster.n_nodes, as_cdata("int32_t *", self._keep[0]), n,
                                as_cdata("double *", self._keep[1]), as_cdata("double *", self._keep[2]),
@@ -326,6 +336,27 @@ def run_jobs(cluster: Cluster, jobs: JobSpecs, policy, oracle, config: EngineCon
     return _Run(cluster, jobs, policy, oracle, config, learning, truth).run(job_ids)
 
 
+def round_origin(config: EngineConfig, policy) -> float | None:
+    """Where this run's rounds are phased from (EngineConfig's, else the policy's; None: the
+    first arrival)."""
+    if config.round_origin is not None:
+        return config.round_origin
+    origin = getattr(policy, "round_origin", None)
+    return None if origin is None else float(origin)
+
+
+def round_start(jobs: JobSpecs, origin: float | None, round_s: float) -> float:
+    """The time rounds count from (the kernel's start, at or before the first arrival): the
+    first arrival, or with ``origin`` the latest ``origin + k round_s`` (k an integer) at or
+    before it."""
+    first = float(jobs.arrival.min()) if len(jobs) else 0.0
+    if origin is None or round_s <= 0.0:
+        return first
+    k = math.ceil((origin - first) / round_s)
+    start = origin - k * round_s
+    return start if start <= first else start - round_s
+
+
 def first_start_delay(config: EngineConfig, policy) -> bool:
     """Does a first start pay the restart delay in this run (EngineConfig's, else the policy's)?"""
     if config.first_start_delay is not None:
@@ -347,7 +378,7 @@ class _Run:
             learning.start(jobs)
         self.config = config
         self.round_s = config.round_s if config.round_s is not None else (policy.round_s or 0.0)
-        self.kernel = _Kernel(cluster, jobs, self.round_s, policy.triggers)
+        self.kernel = _Kernel(cluster, jobs, self.round_s, policy.triggers, round_origin(config, policy))
         self.first_start_delay = first_start_delay(config, policy)
         if self.first_start_delay:
             self.kernel.set_first_start_delay(True)

@@ -60,6 +60,9 @@ class Scenario:
     #: a job's first start pays its restart delay too (EngineConfig.first_start_delay; None:
     #: each policy's own, on for the goodput family)
     first_start_delay: bool | None = None
+    #: rounds at round_origin + k round_s (EngineConfig.round_origin; None: the policy's own,
+    #: else phased from the first arrival)
+    round_origin: float | None = None
 
     def __post_init__(self):
         if self.learning and self.workload != "generate" and self.trace_format not in (None, "jobs"):
@@ -124,7 +127,8 @@ class Scenario:
         """The run's engine settings, validated (round period, restart delay)."""
         return EngineConfig(round_s=self.round_s, restart_delay_s=self.restart_delay_s,
                             progress=self.progress, type_choice=self.type_choice,
-                            type_seed=int(self.seed), first_start_delay=self.first_start_delay)
+                            type_seed=int(self.seed), first_start_delay=self.first_start_delay,
+                            round_origin=self.round_origin)
 
     def run(self, built=None, on_result=None) -> dict[str, SimResult]:
         """Run every policy; ``on_result(name, result)`` is called as each one finishes."""

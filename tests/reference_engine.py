@@ -60,11 +60,15 @@ class RefJob:
 
 
 def reference_run(cluster, jobs, policy, oracle, round_s, type_choice="first-fit", type_seed=0,
-                  first_start_delay=None):
+                  first_start_delay=None, round_origin=None):
     """``type_choice``/``type_seed``: the run's GPU type rule (EngineConfig's), handed to the
     policies through their SchedState; the placer (sim.placement, held to
     tests/reference_placement.py) applies it.  ``first_start_delay``: EngineConfig's (a first
-    start pays the restart delay too; None: the policy's attribute)."""
+    start pays the restart delay too; None: the policy's attribute).  ``round_origin``:
+    EngineConfig's (rounds at origin + k round_s; None: the policy's attribute, else the first
+    arrival)."""
+    if round_origin is None:
+        round_origin = getattr(policy, "round_origin", None)
     if first_start_delay is None:
         first_start_delay = bool(getattr(policy, "first_start_delay", False))
     n = len(jobs)
@@ -79,7 +83,14 @@ def reference_run(cluster, jobs, policy, oracle, round_s, type_choice="first-fit
         heapq.heappush(heap, (t, kind, seq[0], job, version))
         seq[0] += 1
 
-    start = min(j.arrival for j in js)
+    first = min(j.arrival for j in js)
+    start = first
+    if round_origin is not None and round_s > 0:
+        # the latest origin + k round_s (k an integer) at or before the first arrival
+        k = math.ceil((round_origin - first) / round_s)
+        start = round_origin - k * round_s
+        if start > first:
+            start -= round_s
     order = sorted(range(n), key=lambda i: (js[i].arrival, i))
     for i in order:
         push(js[i].arrival, EV_ARRIVAL, i)

@@ -10,6 +10,7 @@ from engine_helpers import (NETWORK_BANDWIDTHS, BarredOracle, LinearOracle, Netw
                             small_cluster, small_policy, specs)
 from reference_engine import reference_run
 from sim.engine import EngineConfig, run_jobs
+from sim.errors import ConfigError
 from sim.policies import get_policy, list_policies
 
 #: policies of Pollux-model workloads need a GoodputOracle: tests/test_goodput_policies.py
@@ -64,6 +65,27 @@ def test_engine_matches_reference_with_first_start_delay(name, jobs, round_s):
     check_against_reference(name, jobs, round_s, "consolidated", first_start_delay=True)
 
 
+@pytest.mark.parametrize("name", ["fifo", "las", "tiresias", "gavel-max-min-fairness-perf", "sia-rigid"])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=workloads(), round_s=st.sampled_from([7.0, 30.0]),
+       origin=st.sampled_from([0.0, 3.5, 1e4]))
+def test_engine_matches_reference_with_round_origin(name, jobs, round_s, origin):
+    check_against_reference(name, jobs, round_s, "consolidated", round_origin=origin)
+
+
+def test_round_origin_by_hand():
+    # arrival at 100 s, 60 s rounds: phased from the arrival the first round is at
+    # 100; from 0 (the Pollux simulator's), at 120; an origin past the arrival still counts
+    # back whole periods (1,000 + k 60: 100 is one of them)
+    jobs = specs([100.0, 100.0], [1, 1], [100.0, 100.0], [0, 0])
+    for origin, first in ((None, 100.0), (0.0, 120.0), (1000.0, 100.0), (1010.0, 110.0)):
+        res = run_jobs(small_cluster(), jobs, get_policy("sia-rigid"),       # decides at rounds only
+                       LinearOracle(), EngineConfig(round_s=60.0, round_origin=origin))
+        assert res.first_start.min() == pytest.approx(first), origin
+    with pytest.raises(ConfigError, match="round_origin"):
+        EngineConfig(round_origin=-1.0)
+
+
 def test_first_start_delay_by_hand():
     # one 1-GPU job, work 100 on the first node's GPUs (rate 2 there, LinearOracle), delay 5:
     # finishes at 55 with the option, at 50 without; no restart is counted either way
@@ -98,7 +120,7 @@ def test_few_examples_match_reference(name, jobs, round_s, placement):
 
 
 def check_against_reference(name, jobs, round_s, placement, barred=False, type_choice="first-fit",
-                            cluster=None, oracle=None, first_start_delay=False):
+                            cluster=None, oracle=None, first_start_delay=False, round_origin=None):
     cluster = small_cluster() if cluster is None else cluster
     # the gavel-* policies and themis choose types themselves (their own tests bar types)
     barred = barred and not getattr(get_policy(name), "single_type_jobs", False)
@@ -109,9 +131,9 @@ def check_against_reference(name, jobs, round_s, placement, barred=False, type_c
         round_s = 30.0              # a policy that decides at rounds only (sia-rigid) needs them
     res = run_jobs(cluster, jobs, small_policy(name, placement=placement), oracle,
                    EngineConfig(round_s=round_s, type_choice=type_choice, type_seed=5,
-                                first_start_delay=first_start_delay))
+                                first_start_delay=first_start_delay, round_origin=round_origin))
     ref = reference_run(cluster, jobs, small_policy(name, placement=placement), oracle, round_s,
-                        type_choice, 5, first_start_delay)
+                        type_choice, 5, first_start_delay, round_origin)
     _compare({"first_start": res.first_start, "finish": res.finish,
               "gpu_seconds": res.gpu_seconds, "restarts": res.restarts}, ref)
 

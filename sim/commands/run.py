@@ -55,9 +55,12 @@ def register(sub) -> None:
     run.add_argument("--first-start-delay", choices=("on", "off"), default=None,
                      help="on: a job's first start pays its restart delay too, as the Pollux and "
                           "Sia simulators' re-scale delay at every allocation (default: each "
-                          "policy's own: on for pollux, optimus, pollux-tiresias and sia; "
-                          "sia-gavel charges it itself; off for the others, where only restarts "
-                          "pay it)")
+                          "policy's own: on for pollux, optimus, pollux-tiresias, sia and "
+                          "sia-gavel; off for the others, where only restarts pay it)")
+    run.add_argument("--round-origin", type=float, default=None, metavar="SECONDS",
+                     help="rounds fall at SECONDS + k x the round period, as the Pollux "
+                          "simulator's at multiples of its interval from 0 (default: phased "
+                          "from the first arrival)")
     run.add_argument("--interference", type=float, default=0.0,
                      help="Pollux/Sia workloads: goodput slowdown in [0, 1) of a distributed job "
                           "sharing a node with another distributed job (the Pollux simulator's "
@@ -103,7 +106,7 @@ def _run(args) -> None:
                   progress=not args.no_progress and sys.stderr.isatty(),
                   policy_params=parse_policy_params(args.param), learning=args.learning,
                   interference=args.interference, first_start_delay=None if args.first_start_delay is None
-                  else args.first_start_delay == "on")
+                  else args.first_start_delay == "on", round_origin=args.round_origin)
     check_seed(args.seed, "--seed")
     sc.engine_config()                     # bad --round / --restart-delay: fail before any work
     policies = sc.make_policies()          # bad --policy / --param: likewise

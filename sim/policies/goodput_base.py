@@ -19,7 +19,13 @@ from ..goodput.oracle import GoodputOracle
 from ..state import ROUND, Plan, SchedState
 from .base import Policy
 
-__all__ = ["GoodputPolicy", "most_free_placement", "csr_plan", "packed_counts", "keep_or_place", "current_pairs"]
+__all__ = ["POLLUX_SIM_ROUND_ORIGIN", "GoodputPolicy", "most_free_placement", "csr_plan", "packed_counts",
+           "keep_or_place", "current_pairs"]
+
+#: the Pollux simulator steps its clock by its interval from time 0, so its rounds fall at
+#: multiples of 60 s whatever the first arrival (``Cluster.step``): the round origin of its
+#: policies (``pollux``, ``optimus``, ``pollux-tiresias``); docs/goodput.md
+POLLUX_SIM_ROUND_ORIGIN = 0.0
 
 
 class GoodputPolicy(Policy):
@@ -44,6 +50,9 @@ class GoodputPolicy(Policy):
     #: a job's first start pays its restart delay, as both authors' simulators charge their
     #: re-scale delay at every allocation (EngineConfig.first_start_delay)
     first_start_delay: ClassVar[bool] = True
+    #: where the engine phases this policy's rounds from (EngineConfig.round_origin; None: the
+    #: first arrival)
+    round_origin: ClassVar[float | None] = None
 
     def __init__(self, placement: str = "consolidated"):
         super().__init__(placement)

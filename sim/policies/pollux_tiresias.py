@@ -12,10 +12,12 @@ registered as ``pollux-tiresias``: it differs from our ``tiresias`` (sim.policie
 """
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from ..state import Plan, SchedState
-from .goodput_base import GoodputPolicy, keep_or_place
+from .goodput_base import POLLUX_SIM_ROUND_ORIGIN, GoodputPolicy, keep_or_place
 from .registry import register
 
 #: the authors' ``_queue_threshold`` (GPU-seconds)
@@ -26,6 +28,7 @@ THRESHOLD_GPU_S = 3600 * 16
 class PolluxTiresias(GoodputPolicy):
     name = "pollux-tiresias"
     description = "Tiresias as in the Pollux simulator: 2 queues at 16 GPU-h, rigid requests, fixed batch"
+    round_origin: ClassVar[float | None] = POLLUX_SIM_ROUND_ORIGIN
 
     def __init__(self, placement: str = "consolidated", threshold_gpu_s: float = THRESHOLD_GPU_S):
         super().__init__(placement)
