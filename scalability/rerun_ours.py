@@ -2,6 +2,7 @@
 against the authors' numbers it already holds; the previous ours is kept under ``previous_key``.
 
     python scalability/rerun_ours.py RESULTS.json --previous-key ours_before_first_start_delay [--workers 2]
+        [--policies sia,sia-gavel]
 """
 from __future__ import annotations
 
@@ -24,11 +25,14 @@ def main() -> None:
     ap.add_argument("results", type=Path)
     ap.add_argument("--previous-key", required=True)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--policies", default=None, help="comma-separated: re-run only these rows")
     a = ap.parse_args()
     rows = json.loads(a.results.read_text())
+    keep = None if a.policies is None else set(a.policies.split(","))
+    todo = [r for r in rows if keep is None or r["policy"] in keep]
     with ProcessPoolExecutor(a.workers) as ex:
-        new = list(ex.map(_one, [(r["workload"], r["policy"]) for r in rows]))
-    for r, o in zip(rows, new):
+        new = list(ex.map(_one, [(r["workload"], r["policy"]) for r in todo]))
+    for r, o in zip(todo, new):
         before, t = r["ours"], r["theirs"]
         r[a.previous_key], r["ours"] = before, o
         print(f"{r['workload']:<18} {r['policy']:<10} theirs {t['avg_jct_s']:9.1f}  before "

@@ -74,17 +74,22 @@ def test_goodput_of_a_known_allocation(profiles):
 
 def test_job_finishes_when_weighted_progress_reaches_target(profiles, tmp_path):
     # one job, 2 GPUs, batch 16, epochs of 100 progress at 6.667, 7.5 and 8.333 per second:
-    # 15 + 13.333 + 12 = 40.333 s, after the 30 s re-scale delay its first start pays (as in the
-    # authors' simulator; without it, 40.333 s)
+    # 15 + 13.333 + 12 s, after the 30 s re-scale delay its first start pays (as in the authors'
+    # simulator); each epoch in whole seconds as theirs (13.333 -> 13): 70 s; without the
+    # first-start delay 40 s; without the rounding 70.333 s
     from sim.engine import EngineConfig
     wl = write_workload(tmp_path / "w.csv", [("toy-0", 0, "toy", 2, 16)])
     table, oracle = read_goodput_workload(wl, profiles)
     cluster = cluster_from_groups("one", [{"count": 1, "gpus": 4, "type": "t4"}])
     res = simulate(cluster, table, get_policy("pollux-tiresias"), oracle)
-    assert res.finish[0] == pytest.approx(30 + 15 + 100 / 7.5 + 12, rel=1e-9)
+    assert res.finish[0] == pytest.approx(30 + 15 + 13 + 12, rel=1e-9)
     assert res.restarts[0] == 0
     res = simulate(cluster, table, get_policy("pollux-tiresias"), oracle, EngineConfig(first_start_delay=False))
-    assert res.finish[0] == pytest.approx(15 + 100 / 7.5 + 12, rel=1e-9)
+    assert res.finish[0] == pytest.approx(15 + 13 + 12, rel=1e-9)
+    exact = get_policy("pollux-tiresias")
+    exact.whole_second_epochs = False
+    res = simulate(cluster, table, exact, oracle)
+    assert res.finish[0] == pytest.approx(30 + 15 + 100 / 7.5 + 12, rel=1e-9)
 
 
 def test_optimize_picks_the_best_batch(profiles):

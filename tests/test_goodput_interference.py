@@ -49,8 +49,10 @@ def test_interfered_jobs_matches_the_reference(per_job):
 
 
 class _Fixed(GoodputPolicy):
-    """Places job i on ``layout[i]`` from the first round on."""
+    """Places job i on ``layout[i]`` from the first round on; epochs in exact time (the rates
+    are what these tests check, not the authors' whole-second rounding)."""
     name = "fixed-layout"
+    whole_second_epochs = False
 
     def __init__(self, layout):
         super().__init__()

@@ -99,3 +99,37 @@ def test_run_reads_a_pollux_workload_with_its_profiles(tmp_path, monkeypatch):
     results = sc.run()
     assert all(np.isfinite(r.finish).all() for r in results.values())
     assert sc.build()[0].total_gpus == 64
+
+
+def test_rounded_epoch_end_by_hand():
+    from sim.goodput.jobmodel import rounded_epoch_end
+    # 10.4 s of epoch left at rate 1 from 100 s, step ending at 160: ends at 110 (rounded down)
+    assert rounded_epoch_end(100.0, 10.4, 1.0, 160.0) == 110.0
+    # halves go to even, as Python's round: 10.5 -> 10, 11.5 -> 12
+    assert rounded_epoch_end(100.0, 21.0, 2.0, 160.0) == 110.0
+    assert rounded_epoch_end(100.0, 23.0, 2.0, 160.0) == 112.0
+    # an epoch that ends exactly at the step's end still crosses in it; one past it does not
+    assert rounded_epoch_end(100.0, 60.0, 1.0, 160.0) == 160.0
+    assert np.isnan(rounded_epoch_end(100.0, 60.2, 1.0, 160.0))
+    # a restart delay running past the step's end: nothing crosses in this step
+    assert np.isnan(rounded_epoch_end(170.0, 1.0, 1.0, 160.0))
+    # under half a second: the authors' 0 s
+    assert rounded_epoch_end(100.0, 0.3, 1.0, 160.0) == 100.0
+
+
+@pytest.mark.parametrize("name", ["pollux-tiresias", "optimus"])
+def test_whole_second_epochs_land_on_whole_seconds(name, toy):
+    # integer arrivals, 30-s restart delays, rounds at multiples of 60 s: with the authors'
+    # rounding every epoch end, and so every finish, is a whole second; without it, not
+    table, oracle = toy
+    jobs = job_specs(table, oracle)
+    finishes = {}
+    for on in (True, False):
+        pol = get_policy(name)
+        pol.whole_second_epochs = on
+        res = run_jobs(_cluster(), jobs, pol, oracle, EngineConfig())
+        assert np.isfinite(res.finish).all()
+        finishes[on] = res.finish
+    np.testing.assert_allclose(finishes[True], np.round(finishes[True]), atol=1e-6)
+    assert np.abs(finishes[False] - np.round(finishes[False])).max() > 1e-3
+    assert not np.array_equal(finishes[True], finishes[False])

@@ -25,7 +25,14 @@ What the authors' simulator does in ``Job.step`` / ``Job.update_local_bsz`` (pet
   per 60-s step);
 * the engine runs each job at the oracle's rate times ``Plan.rate_scale``; :meth:`finish`
   returns the scale that makes it the measured goodput, and a wakeup at the next epoch boundary,
-  where statistics (and the adaptive batch) change.
+  where statistics (and the adaptive batch) change;
+* with ``whole_second_epochs`` (both authors' simulators: ``Job.step``'s
+  ``delta = round((next_progress - progress) / goodput)``) an epoch that ends within the
+  policy's current step (its round: the authors' ``Cluster.step`` interval) ends a whole number
+  of seconds after the job's segment began (the step's start, the end of its restart delay, or
+  its previous epoch's end), rounded half to even as Python's ``round``; the job runs that
+  segment at the rate that lands it there (:func:`rounded_epoch_end`).  An epoch the authors
+  round to 0 s takes :data:`MIN_EPOCH_S`.
 
 Per-job memory is numpy arrays indexed by job id; a model serves one run.
 """
@@ -40,11 +47,16 @@ from .goodput import EPS, gain, optimize, split_batch
 from .observed import ObservedProfiles
 from .oracle import GoodputOracle
 
-__all__ = ["JobModel", "EPOCH_TOL", "placement_counts", "interfered_jobs"]
+__all__ = ["JobModel", "EPOCH_TOL", "MIN_EPOCH_S", "placement_counts", "interfered_jobs",
+           "rounded_epoch_end"]
 
 #: Progress within this of an epoch start counts as having reached it (float round-off of the
 #: engine's accrual).
 EPOCH_TOL = 1e-6
+
+#: the time an epoch takes that the authors' whole-second rounding makes 0 s (the engine needs a
+#: finite rate)
+MIN_EPOCH_S = 1e-6
 
 #: per-type (Sia) profiles: a placement outside the measured ones runs at the fitted model's step
 #: time instead of failing
@@ -71,11 +83,13 @@ class JobModel:
     ``update_local_bsz``): the placement's own largest per-GPU batch
     (:meth:`~sim.goodput.profiles.Application.max_local_bsz_at`) instead of the profile's, then
     the atomic batch capped at the largest measured on that many GPUs.
+    ``whole_second_epochs``: epochs that end within a step last whole seconds (module docstring).
     """
 
     def __init__(self, oracle: GoodputOracle, jobs: JobSpecs, adaptive: bool,
                  batch_override: dict[str, int] | None = None, observed: bool = False,
-                 sia_batch_limits: bool = False, first_start_delay: bool = False):
+                 sia_batch_limits: bool = False, first_start_delay: bool = False,
+                 whole_second_epochs: bool = False):
         self.oracle = oracle
         self.jobs = jobs
         self._model = np.asarray(jobs.model, np.int64)
@@ -93,6 +107,8 @@ class JobModel:
         self.resume_at = np.zeros(n_jobs)               # end of its current restart delay
         self.cur_batch = np.zeros(n_jobs)               # global batch of its current configuration
         self.cur_epoch = np.zeros(n_jobs, np.int64)
+        self.whole_second_epochs = whole_second_epochs
+        self.epoch_end = np.full(n_jobs, np.nan)        # rounded end of the epoch in this step (NaN: none)
         self._memo: dict[int, tuple] = {}
         self.observed = ObservedProfiles() if observed else None
         self._running: dict[int, list] = {}             # job -> [observation, since, recorded]
@@ -251,15 +267,18 @@ class JobModel:
         self.observe(state)
         return self.epochs(state)
 
-    def finish(self, state: SchedState, plan: Plan) -> Plan:
+    def finish(self, state: SchedState, plan: Plan, step: tuple[float, float] | None = None) -> Plan:
         """``plan`` with the rate scales of measured goodput and a wakeup at the next epoch end;
-        updates the per-job memory (restarts, restart delays, configurations)."""
+        updates the per-job memory (restarts, restart delays, configurations).  ``step``: the
+        (start, end) of the policy's current round, for ``whole_second_epochs``."""
         ids, k = state.active, state.active.shape[0]
         epoch = self.epochs(state)
         prog = state.jobs.work[ids] - state.remaining
         scale = np.ones(k)
         slow = (1.0 - self.oracle.interference * interfered_jobs(plan.indptr, plan.nodes, plan.counts)
                 if self.oracle.interference else np.ones(k))
+        rounding = self.whole_second_epochs and step is not None
+        step_begins = rounding and abs(state.now - step[0]) <= 1e-9 * max(1.0, abs(step[0]))
         wake = np.inf
         running: dict[int, tuple] = {}
         for i in range(k):
@@ -267,23 +286,46 @@ class JobModel:
             if not new:
                 continue
             j = int(ids[i])
-            if _moved(state, plan, i):
+            moved = _moved(state, plan, i)
+            if moved:
                 charged = self.restarts[j] >= 0 or self.first_start_delay
                 self.resume_at[j] = state.now + (state.jobs.restart_delay[j] if charged else 0.0)
                 self.restarts[j] += 1
             rate, batch, scale[i], obs = self._rate_and_scale(j, new, int(epoch[i]), self._types(state, plan, i))
             rate, scale[i] = rate * slow[i], scale[i] * slow[i]
             running[j] = obs
+            new_epoch = epoch[i] != self.cur_epoch[j]
             self.cur_batch[j], self.cur_epoch[j] = batch, epoch[i]
             starts = self.oracle.app(state.jobs.model[j]).epoch_progress
-            if epoch[i] + 1 < starts.shape[0]:
-                wake = min(wake, max(state.now, self.resume_at[j]) + (starts[epoch[i] + 1] - prog[i]) / rate)
+            if epoch[i] + 1 >= starts.shape[0]:
+                continue
+            begin, left = max(state.now, self.resume_at[j]), starts[epoch[i] + 1] - prog[i]
+            end = begin + left / rate
+            if rounding:
+                if step_begins or moved or new_epoch:
+                    self.epoch_end[j] = rounded_epoch_end(begin, left, rate, step[1])
+                if np.isfinite(self.epoch_end[j]):
+                    end = max(self.epoch_end[j], begin + MIN_EPOCH_S)
+                    factor = (left / rate) / (end - begin)
+                    scale[i] *= factor
+            wake = min(wake, end)
         if self.observed is not None:
             self._note_running(running, state.now)
         wakeup = plan.wakeup
         if np.isfinite(wake):
             wakeup = wake if wakeup is None else min(wakeup, wake)
         return Plan(plan.indptr, plan.nodes, plan.counts, wakeup, scale)
+
+
+def rounded_epoch_end(begin: float, left: float, rate: float, step_end: float) -> float:
+    """When an epoch with ``left`` progress to go at ``rate`` from ``begin`` ends in the authors'
+    simulators (``Job.step``): ``begin`` + the whole seconds it takes (``round``, half to even) if
+    it ends within the step (``progress + goodput x seconds >= next_progress``), else NaN (the
+    step ends first and the epoch's time is not rounded in it)."""
+    seconds = step_end - begin
+    if seconds <= 0 or left > rate * seconds:
+        return np.nan
+    return begin + float(round(float(left / rate)))
 
 
 def interfered_jobs(indptr, nodes, counts) -> np.ndarray:

@@ -19,13 +19,13 @@ from ..goodput.oracle import GoodputOracle
 from ..state import ROUND, Plan, SchedState
 from .base import Policy
 
-__all__ = ["POLLUX_SIM_ROUND_ORIGIN", "GoodputPolicy", "most_free_placement", "csr_plan", "packed_counts",
+__all__ = ["AUTHORS_SIM_ROUND_ORIGIN", "GoodputPolicy", "most_free_placement", "csr_plan", "packed_counts",
            "keep_or_place", "current_pairs"]
 
-#: the Pollux simulator steps its clock by its interval from time 0, so its rounds fall at
-#: multiples of 60 s whatever the first arrival (``Cluster.step``): the round origin of its
-#: policies (``pollux``, ``optimus``, ``pollux-tiresias``); docs/goodput.md
-POLLUX_SIM_ROUND_ORIGIN = 0.0
+#: both authors' simulators step their clock by the interval from time 0 (the Pollux simulator's
+#: and the Sia simulator's ``Cluster.step``), so their rounds fall at multiples of the interval
+#: whatever the first arrival: the round origin of every policy ported from them; docs/goodput.md
+AUTHORS_SIM_ROUND_ORIGIN = 0.0
 
 
 class GoodputPolicy(Policy):
@@ -52,7 +52,10 @@ class GoodputPolicy(Policy):
     first_start_delay: ClassVar[bool] = True
     #: where the engine phases this policy's rounds from (EngineConfig.round_origin; None: the
     #: first arrival)
-    round_origin: ClassVar[float | None] = None
+    round_origin: ClassVar[float | None] = AUTHORS_SIM_ROUND_ORIGIN
+    #: an epoch ending within a round lasts whole seconds, as both authors' simulators round each
+    #: epoch crossing (``Job.step``; JobModel ``whole_second_epochs``)
+    whole_second_epochs: ClassVar[bool] = True
 
     def __init__(self, placement: str = "consolidated"):
         super().__init__(placement)
@@ -68,8 +71,9 @@ class GoodputPolicy(Policy):
         self._jobs = state.jobs
         self.model = JobModel(state.oracle, state.jobs, self.adaptive, self.batch_override, self.observed_models,
                               self.sia_batch_limits,
-                              state.first_start_delay)
+                              state.first_start_delay, self.whole_second_epochs)
         self._decided = False
+        self._round_at = 0.0
         self.reset(len(state.jobs))
 
     def reset(self, n_jobs: int) -> None:
@@ -82,9 +86,14 @@ class GoodputPolicy(Policy):
         if state.reasons & ROUND or not self._decided:
             plan = self.decide(state, epochs)
             self._decided = True
+            self._round_at = state.now
         else:
             plan = Plan(state.pl_indptr, state.pl_nodes, state.pl_counts)
-        return self.model.finish(state, plan)
+        return self.model.finish(state, plan, self.step(state))
+
+    def step(self, state: SchedState) -> tuple[float, float] | None:
+        """The (start, end) of the current round: the authors' ``Cluster.step`` interval."""
+        return (self._round_at, self._round_at + self.round_s) if self.round_s else None
 
     def decide(self, state: SchedState, epochs: np.ndarray) -> Plan:
         raise NotImplementedError

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..goodput.goodput import EPS
 from ..state import Plan, SchedState
-from .goodput_base import POLLUX_SIM_ROUND_ORIGIN, GoodputPolicy, keep_or_place, packed_counts
+from .goodput_base import GoodputPolicy, keep_or_place, packed_counts
 from .registry import register
 
 #: applications that never run on more than one GPU (the authors' ``ncf: max_replicas = 1``)
@@ -28,7 +28,6 @@ SINGLE_GPU_APPS = ("ncf",)
 class Optimus(GoodputPolicy):
     name = "optimus"
     description = "Optimus (Pollux authors' simulator): greedy marginal gain, oracle remaining work"
-    round_origin: ClassVar[float | None] = POLLUX_SIM_ROUND_ORIGIN
 
     def __init__(self, placement: str = "consolidated", gpus_per_node: int = 4):
         super().__init__(placement)

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..goodput.goodput import speedup_tables
 from ..state import Plan, SchedState
-from .goodput_base import POLLUX_SIM_ROUND_ORIGIN, GoodputPolicy, csr_plan
+from .goodput_base import GoodputPolicy, csr_plan
 from .pollux_search import (GENERATIONS, POPULATION, MAX_NODES_PER_JOB, PolluxProblem, PolluxSearch,
                             allocation_pairs, current_allocation, restart_factor)
 from .registry import register
@@ -43,7 +43,6 @@ RESTART_PENALTY_S = 30.0
 class Pollux(GoodputPolicy):
     name = "pollux"
     description = "Pollux: goodput speedups, power mean p=-1, restart penalty, NSGA-II (or dp) search"
-    round_origin: ClassVar[float | None] = POLLUX_SIM_ROUND_ORIGIN
     adaptive = True
     batch_override = {"ncf": 32768}
     rigid_policy = "pollux-learning"

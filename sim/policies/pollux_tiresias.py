@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..state import Plan, SchedState
-from .goodput_base import POLLUX_SIM_ROUND_ORIGIN, GoodputPolicy, keep_or_place
+from .goodput_base import GoodputPolicy, keep_or_place
 from .registry import register
 
 #: the authors' ``_queue_threshold`` (GPU-seconds)
@@ -28,7 +28,6 @@ THRESHOLD_GPU_S = 3600 * 16
 class PolluxTiresias(GoodputPolicy):
     name = "pollux-tiresias"
     description = "Tiresias as in the Pollux simulator: 2 queues at 16 GPU-h, rigid requests, fixed batch"
-    round_origin: ClassVar[float | None] = POLLUX_SIM_ROUND_ORIGIN
 
     def __init__(self, placement: str = "consolidated", threshold_gpu_s: float = THRESHOLD_GPU_S):
         super().__init__(placement)

@@ -120,7 +120,12 @@ class SiaGavel(GoodputPolicy):
             self.last_round = now
         else:
             plan = Plan(state.pl_indptr, state.pl_nodes, state.pl_counts)
-        return self._next_round(state, self.model.finish(state, plan))
+        return self._next_round(state, self.model.finish(state, plan, self.step(state)))
+
+    def step(self, state: SchedState) -> tuple[float, float]:
+        """The (start, end) of the current ``time_per_round_s`` round (their ``step(360)``)."""
+        start = math.floor(state.now / self.time_per_round_s + 1e-9) * self.time_per_round_s
+        return start, start + self.time_per_round_s
 
     def _next_round(self, state: SchedState, plan: Plan) -> Plan:
         """``plan`` woken at the earliest of the next round and the job model's wakeup."""
