@@ -26,6 +26,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from sim.api import simulate
 from sim.engine import EngineConfig
 from sim.goodput.profiles import shared_workloads_dir
@@ -48,6 +51,14 @@ def theirs(gitdir: str, loads: list[str], policies: list[str]) -> dict[str, dict
                                   check=True, capture_output=True, text=True).stdout
             out[f"{pol}@{load}"] = {k: float(v) for k, v in json.loads(text)["avgs"].items()}
     return out
+
+
+def their_jcts(gitdir: str, load: str, policy: str, workload: str) -> dict[str, float]:
+    """job name -> their JCT (s) in that run (summary.json's "jcts")."""
+    text = subprocess.run(["git", "--git-dir", gitdir, "show", f"{BRANCH}:simulator/results-jobload/"
+                           f"{THEIR_NAME[policy]}-{load}/summary.json"],
+                          check=True, capture_output=True, text=True).stdout
+    return {k: float(v) for k, v in json.loads(text)["jcts"][workload].items()}
 
 
 def workload_path(gitdir: str, load: str, workload: str) -> Path:
@@ -74,11 +85,16 @@ def one(args) -> dict:
         params = {"search": search} if seed is None else {"search": search, "seed": seed}
     t0 = time.process_time()
     res = simulate(CLUSTER, str(path), policy, config=EngineConfig(round_origin=origin), **params)
+    cpu = round(time.process_time() - t0, 1)
     s = summary(res)
+    their = their_jcts(gitdir, load, policy, workload)
+    table = pd.read_csv(path)
+    ours = dict(zip(table["name"], np.asarray(res.finish) - np.asarray(table["time"], float)))
+    exact = sum(abs(ours[n] - t) <= 0.01 for n, t in their.items() if n in ours)
     return {"load": load, "workload": workload, "policy": policy, "search": params.get("search"),
             "seed": params.get("seed"), "round_origin": origin,
             "avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"],
-            "jobs": int(len(res.finish)), "cpu_s": round(time.process_time() - t0, 1)}
+            "jobs": int(len(res.finish)), "jobs_same_jct": int(exact), "cpu_s": cpu}
 
 
 def _pct(ours: float, their: float) -> float:
@@ -98,7 +114,8 @@ def label(r: dict) -> str:
 
 
 def table(rows: list[dict], their: dict) -> str:
-    lines = ["| load | workload | policy | theirs | ours | diff |", "|---|---|---|---|---|---|"]
+    lines = ["| load | workload | policy | theirs | ours | diff | jobs with their JCT (0.01 s) |",
+             "|---|---|---|---|---|---|---|"]
     diffs = []
     order = {p: i for i, p in enumerate(THEIR_NAME)}
     for r in sorted(rows, key=lambda r: (r["load"], int(r["workload"].split("-")[-1]),
@@ -107,8 +124,9 @@ def table(rows: list[dict], their: dict) -> str:
         d = _pct(r["avg_jct_s"], t)
         diffs.append((r, d))
         flag = " (outside 5%)" if abs(d) > 5 else ""
+        same = f"{r['jobs_same_jct']} of {r['jobs']}" if "jobs_same_jct" in r else "-"
         lines.append(f"| {r['load']} | {r['workload']} | {label(r)} | {t:,.0f} | "
-                     f"{r['avg_jct_s']:,.0f} | {d:+.1f}%{flag} |")
+                     f"{r['avg_jct_s']:,.0f} | {d:+.1f}%{flag} | {same} |")
     lines.append("")
     labels = sorted({label(r) for r in rows}, key=lambda x: (order[x.split(" ")[0]], x))
     for lab in labels:
@@ -167,7 +185,8 @@ def main() -> None:
         new = []
         for r in ex.map(one, jobs):
             print(f"{r['load']} {r['workload']} {label(r)}: {r['avg_jct_s']:.1f} s "
-                  f"({r['cpu_s']} CPU-s)", flush=True)
+                  f"({r['cpu_s']} CPU-s), {r['jobs_same_jct']} of {r['jobs']} jobs with their JCT "
+                  f"(0.01 s)", flush=True)
             new.append(r)
     rows = [r for r in saved["rows"] if key(r) not in done] + new
     allthem = {**saved["theirs"], **their}

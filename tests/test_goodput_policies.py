@@ -133,3 +133,16 @@ def test_whole_second_epochs_land_on_whole_seconds(name, toy):
     np.testing.assert_allclose(finishes[True], np.round(finishes[True]), atol=1e-6)
     assert np.abs(finishes[False] - np.round(finishes[False])).max() > 1e-3
     assert not np.array_equal(finishes[True], finishes[False])
+
+
+def test_a_placement_reads_the_profile_row_of_its_allocation_order():
+    # the authors' Tiresias and Optimus take the most free node first; their allocation list
+    # keeps that order and the profile row is its smallest rotation: 4,4,2,2 -> 2244, where
+    # the same GPUs listed by node (2,4,2,4) would read row 2424
+    from sim.goodput.profiles import _canonical_placement
+    from sim.policies.goodput_base import most_free_placement
+    free = np.array([2, 4, 2, 4])
+    pairs = most_free_placement(free, 12)
+    assert pairs == [(1, 4), (3, 4), (0, 2), (2, 2)] and free.sum() == 0
+    assert _canonical_placement([c for _, c in pairs]) == 2244
+    assert _canonical_placement([2, 4, 2, 4]) == 2424

@@ -17,7 +17,9 @@ What the authors' simulator does in ``Job.step`` / ``Job.update_local_bsz`` (pet
   has run there, so the batch is then ``max(M0, r * b_min)``).  A configuration counts as run once
   the job has trained on it (after any restart delay) for some time before a decision;
 * its **goodput** (progress per second) is measured, not predicted: the profile's step and sync
-  times of the placement at that atomic batch and the gradient statistics of the current epoch at
+  times of the placement (its GPUs per node in the order the policy allocated them, as the
+  authors' allocation lists: the profile's row is that sequence's smallest rotation) at that
+  atomic batch and the gradient statistics of the current epoch at
   the global batch give ``gain / (step + s * (step - sync))``;
 * with the oracle's ``interference`` > 0, a distributed job with a GPU on a node that hosts
   two or more distributed jobs runs at ``1 - interference`` of that goodput
@@ -109,6 +111,8 @@ class JobModel:
         self.cur_epoch = np.zeros(n_jobs, np.int64)
         self.whole_second_epochs = whole_second_epochs
         self.epoch_end = np.full(n_jobs, np.nan)        # rounded end of the epoch in this step (NaN: none)
+        self.alloc_counts: dict[int, tuple] = {}         # job -> GPUs per node in allocation order
+        self._taken: dict[int, tuple] = {}               # this decision's allocation orders
         self._memo: dict[int, tuple] = {}
         self.observed = ObservedProfiles() if observed else None
         self._running: dict[int, list] = {}             # job -> [observation, since, recorded]
@@ -261,6 +265,12 @@ class JobModel:
         self._running = kept
 
     # -- the plan -----------------------------------------------------------
+    def note_allocation_order(self, job: int, counts: tuple[int, ...]) -> None:
+        """The GPUs per node of ``job``'s new placement in the order the policy took its nodes
+        (the plan lists them by node); its step times read the profile row of that sequence, as
+        the authors' allocation lists do.  Without a note, node order."""
+        self._taken[job] = tuple(int(c) for c in counts if c)
+
     def begin(self, state: SchedState) -> np.ndarray:
         """Start a decision: record what running jobs measured since the last one (statistics,
         GPU counts); returns the active jobs' epochs."""
@@ -291,6 +301,8 @@ class JobModel:
                 charged = self.restarts[j] >= 0 or self.first_start_delay
                 self.resume_at[j] = state.now + (state.jobs.restart_delay[j] if charged else 0.0)
                 self.restarts[j] += 1
+                self.alloc_counts[j] = self._taken.get(j, new)
+            new = self.alloc_counts.get(j, new)
             rate, batch, scale[i], obs = self._rate_and_scale(j, new, int(epoch[i]), self._types(state, plan, i))
             rate, scale[i] = rate * slow[i], scale[i] * slow[i]
             running[j] = obs
@@ -309,6 +321,7 @@ class JobModel:
                     factor = (left / rate) / (end - begin)
                     scale[i] *= factor
             wake = min(wake, end)
+        self._taken = {}
         if self.observed is not None:
             self._note_running(running, state.now)
         wakeup = plan.wakeup

@@ -116,7 +116,9 @@ def current_pairs(state: SchedState, i: int) -> list[tuple[int, int]]:
 
 def most_free_placement(free: np.ndarray, want: int) -> list[tuple[int, int]]:
     """Take ``want`` GPUs node by node, each time from the node with the most free GPUs (ties:
-    lowest index), as the authors' ``Counter.most_common(1)`` does; ``free`` is updated."""
+    lowest index), as the authors' ``Counter.most_common(1)`` does; ``free`` is updated.  The
+    pairs come in the order taken: the authors' allocation list, whose order sets the profile
+    row a placement reads (:meth:`sim.goodput.profiles.Application.step_times`)."""
     out: dict[int, int] = {}
     while want > 0:
         node = int(np.argmax(free))
@@ -126,7 +128,7 @@ def most_free_placement(free: np.ndarray, want: int) -> list[tuple[int, int]]:
         free[node] -= take
         out[node] = out.get(node, 0) + take
         want -= take
-    return sorted(out.items())
+    return list(out.items())
 
 
 def packed_counts(r: int, per_node: int) -> tuple[int, ...]:
@@ -135,9 +137,11 @@ def packed_counts(r: int, per_node: int) -> tuple[int, ...]:
     return (per_node,) * full + ((rest,) if rest else ())
 
 
-def keep_or_place(state: SchedState, order: np.ndarray, want: np.ndarray) -> Plan:
+def keep_or_place(state: SchedState, order: np.ndarray, want: np.ndarray,
+                  model: JobModel | None = None) -> Plan:
     """Jobs keeping their GPU count keep their placement; the others, in ``order``, take GPUs
-    from the most free nodes (the authors' Optimus and Tiresias placement)."""
+    from the most free nodes (the authors' Optimus and Tiresias placement).  ``model`` is told
+    the order each placed job took its nodes in (:meth:`JobModel.note_allocation_order`)."""
     k = state.active.shape[0]
     per_job: list[list[tuple[int, int]]] = [[] for _ in range(k)]
     free = state.cluster.node_gpus.astype(np.int64).copy()
@@ -151,4 +155,6 @@ def keep_or_place(state: SchedState, order: np.ndarray, want: np.ndarray) -> Pla
     for i in order:
         if want[i] > 0 and not keep[i]:
             per_job[i] = most_free_placement(free, int(want[i]))
-    return csr_plan(per_job)
+            if model is not None:
+                model.note_allocation_order(int(state.active[i]), tuple(c for _, c in per_job[i]))
+    return csr_plan([sorted(p) for p in per_job])

@@ -83,7 +83,7 @@ class Optimus(GoodputPolicy):
             gain[i] = self._gain(int(ids[i]), int(want[i]), cap[i], free, rem[i])
             free -= 1
         order = np.argsort(want, kind="stable")
-        return keep_or_place(state, order, want)
+        return keep_or_place(state, order, want, self.model)
 
     def _gain(self, job: int, r: int, cap: int, free: int, remaining: float) -> float:
         if r + 1 > cap or free < 1:

@@ -63,7 +63,7 @@ class PolluxTiresias(GoodputPolicy):
                 want[i] = d
                 free -= d
         self.running[ids] = want > 0
-        return keep_or_place(state, order, want)
+        return keep_or_place(state, order, want, self.model)
 
     def _enqueue(self, jobs: np.ndarray, queue: int, now: int) -> None:
         self.queue[jobs] = queue
