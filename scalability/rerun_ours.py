@@ -31,16 +31,20 @@ def main() -> None:
     keep = None if a.policies is None else set(a.policies.split(","))
     todo = [r for r in rows if keep is None or r["policy"] in keep]
     with ProcessPoolExecutor(a.workers) as ex:
-        new = list(ex.map(_one, [(r["workload"], r["policy"]) for r in todo]))
-    for r, o in zip(todo, new):
-        before, t = r["ours"], r["theirs"]
-        r[a.previous_key], r["ours"] = before, o
-        print(f"{r['workload']:<18} {r['policy']:<10} theirs {t['avg_jct_s']:9.1f}  before "
-              f"{before['avg_jct_s']:9.1f} ({_diff(before['avg_jct_s'], t['avg_jct_s'])})  now "
-              f"{o['avg_jct_s']:9.1f} ({_diff(o['avg_jct_s'], t['avg_jct_s'])})  makespan "
-              f"{_diff(o['makespan_s'], t['makespan_s'])} (before "
-              f"{_diff(before['makespan_s'], t['makespan_s'])})", flush=True)
+        for r, o in zip(todo, ex.map(_one, [(r["workload"], r["policy"]) for r in todo])):
+            _report(r, o, a.previous_key)
     a.results.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+def _report(r: dict, o: dict, previous_key: str) -> None:
+    """Keep the previous ours under ``previous_key``, set the new one, print the row."""
+    before, t = r["ours"], r["theirs"]
+    r[previous_key], r["ours"] = before, o
+    print(f"{r['workload']:<18} {r['policy']:<10} theirs {t['avg_jct_s']:9.1f}  before "
+          f"{before['avg_jct_s']:9.1f} ({_diff(before['avg_jct_s'], t['avg_jct_s'])})  now "
+          f"{o['avg_jct_s']:9.1f} ({_diff(o['avg_jct_s'], t['avg_jct_s'])})  makespan "
+          f"{_diff(o['makespan_s'], t['makespan_s'])} (before "
+          f"{_diff(before['makespan_s'], t['makespan_s'])})", flush=True)
 
 
 if __name__ == "__main__":
