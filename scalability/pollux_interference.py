@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from adaptdl_artifact import artifact_summary
 from sim.engine import EngineConfig, simulate
 from sim.goodput.profiles import shared_workloads_dir
 from sim.goodput.workload import read_goodput_workload
@@ -32,7 +32,6 @@ from sim.policies import get_policy
 from sim.presets import get_preset
 
 CLUSTER = "pollux-64"
-BRANCH = "osdi21-artifact"
 #: label -> (avoid_interference, interference, the artifact's results folder or None)
 VARIANTS = {
     "avoid": (True, 0.0, "avoid"),
@@ -45,13 +44,9 @@ VARIANTS = {
 
 def theirs(gitdir: str) -> dict[str, dict[str, float]]:
     """results folder -> workload -> their avg JCT (s)."""
-    out = {}
-    for folder in {v[2] for v in VARIANTS.values() if v[2]}:
-        text = subprocess.run(["git", "--git-dir", gitdir, "show",
-                               f"{BRANCH}:simulator/results-inter/{folder}/summary.json"],
-                              check=True, capture_output=True, text=True).stdout
-        out[folder] = {k: float(v) for k, v in json.loads(text)["avgs"].items()}
-    return out
+    return {folder: {k: float(v) for k, v in
+                     artifact_summary(gitdir, f"results-inter/{folder}")["avgs"].items()}
+            for folder in sorted({v[2] for v in VARIANTS.values() if v[2]})}
 
 
 def one(args) -> dict:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -29,36 +28,31 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from adaptdl_artifact import artifact_summary, artifact_text
 from sim.api import simulate
 from sim.engine import EngineConfig
 from sim.goodput.profiles import shared_workloads_dir
 from sim.metrics import summary
 
 CLUSTER = "pollux-64"
-BRANCH = "osdi21-artifact"
 #: our policy name -> the artifact's results-folder prefix
 THEIR_NAME = {"pollux-tiresias": "tiresias", "optimus": "optimus", "pollux": "pollux"}
 FOLDER = {"0.5": "workloads-0.5", "1.0": "workloads", "1.5": "workloads-1.5", "2.0": "workloads-2.0"}
 
 
+def _summary(gitdir: str, policy: str, load: str) -> dict:
+    return artifact_summary(gitdir, f"results-jobload/{THEIR_NAME[policy]}-{load}")
+
+
 def theirs(gitdir: str, loads: list[str], policies: list[str]) -> dict[str, dict[str, float]]:
     """'policy@load' -> workload -> their avg JCT (s)."""
-    out = {}
-    for pol in policies:
-        for load in loads:
-            text = subprocess.run(["git", "--git-dir", gitdir, "show", f"{BRANCH}:simulator/"
-                                   f"results-jobload/{THEIR_NAME[pol]}-{load}/summary.json"],
-                                  check=True, capture_output=True, text=True).stdout
-            out[f"{pol}@{load}"] = {k: float(v) for k, v in json.loads(text)["avgs"].items()}
-    return out
+    return {f"{pol}@{load}": {k: float(v) for k, v in _summary(gitdir, pol, load)["avgs"].items()}
+            for pol in policies for load in loads}
 
 
 def their_jcts(gitdir: str, load: str, policy: str, workload: str) -> dict[str, float]:
     """job name -> their JCT (s) in that run (summary.json's "jcts")."""
-    text = subprocess.run(["git", "--git-dir", gitdir, "show", f"{BRANCH}:simulator/results-jobload/"
-                           f"{THEIR_NAME[policy]}-{load}/summary.json"],
-                          check=True, capture_output=True, text=True).stdout
-    return {k: float(v) for k, v in json.loads(text)["jcts"][workload].items()}
+    return {k: float(v) for k, v in _summary(gitdir, policy, load)["jcts"][workload].items()}
 
 
 def workload_path(gitdir: str, load: str, workload: str) -> Path:
@@ -69,9 +63,7 @@ def workload_path(gitdir: str, load: str, workload: str) -> Path:
         return root / FOLDER[load] / f"{workload}.csv"
     path = Path(tempfile.gettempdir()) / "pollux_jobload" / FOLDER[load] / f"{workload}.csv"
     if not path.exists():
-        text = subprocess.run(["git", "--git-dir", gitdir, "show",
-                               f"{BRANCH}:simulator/{FOLDER[load]}/{workload}.csv"],
-                              check=True, capture_output=True, text=True).stdout
+        text = artifact_text(gitdir, f"{FOLDER[load]}/{workload}.csv")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return path

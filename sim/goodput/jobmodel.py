@@ -314,12 +314,9 @@ class JobModel:
             begin, left = max(state.now, self.resume_at[j]), starts[epoch[i] + 1] - prog[i]
             end = begin + left / rate
             if rounding:
-                if step_begins or moved or new_epoch:
-                    self.epoch_end[j] = rounded_epoch_end(begin, left, rate, step[1])
-                if np.isfinite(self.epoch_end[j]):
-                    end = max(self.epoch_end[j], begin + MIN_EPOCH_S)
-                    factor = (left / rate) / (end - begin)
-                    scale[i] *= factor
+                end, stretch = self._whole_second_end(j, begin, left, rate, step[1],
+                                                      step_begins or moved or new_epoch)
+                scale[i] *= stretch
             wake = min(wake, end)
         self._taken = {}
         if self.observed is not None:
@@ -328,6 +325,19 @@ class JobModel:
         if np.isfinite(wake):
             wakeup = wake if wakeup is None else min(wakeup, wake)
         return Plan(plan.indptr, plan.nodes, plan.counts, wakeup, scale)
+
+    def _whole_second_end(self, j: int, begin: float, left: float, rate: float, step_end: float,
+                          re_round: bool) -> tuple[float, float]:
+        """(end, rate factor) of job ``j``'s epoch with whole-second epochs: the end re-rounded
+        (``rounded_epoch_end``) where ``re_round`` (a step begins, the job moved or entered a new
+        epoch), else the end rounded before; unrounded (factor 1) while the step ends first.  The
+        factor stretches the rate so that the epoch's ``left`` progress ends at the rounded end."""
+        if re_round:
+            self.epoch_end[j] = rounded_epoch_end(begin, left, rate, step_end)
+        if not np.isfinite(self.epoch_end[j]):
+            return begin + left / rate, 1.0
+        end = max(self.epoch_end[j], begin + MIN_EPOCH_S)
+        return end, (left / rate) / (end - begin)
 
 
 def rounded_epoch_end(begin: float, left: float, rate: float, step_end: float) -> float:
