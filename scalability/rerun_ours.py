@@ -2,7 +2,9 @@
 against the authors' numbers it already holds; the previous ours is kept under ``previous_key``.
 
     python scalability/rerun_ours.py RESULTS.json --previous-key ours_before_first_start_delay [--workers 2]
-        [--policies sia,sia-gavel]
+        [--policies sia,sia-gavel] [--jobs-out DIR]
+
+With ``--jobs-out``, each run's per-job table is written to DIR/<folder>-<workload>-<policy>.csv.
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from sim.goodput.profiles import shared_workloads_dir
 
 
 def _one(args):
-    workload, policy = args
-    return our_metrics(shared_workloads_dir("sia") / f"{workload}.csv", policy)
+    workload, policy, jobs_dir = args
+    out = None if jobs_dir is None else jobs_dir / f"{workload.replace('/', '-')}-{policy}.csv"
+    return our_metrics(shared_workloads_dir("sia") / f"{workload}.csv", policy, out)
 
 
 def main() -> None:
@@ -26,14 +29,23 @@ def main() -> None:
     ap.add_argument("--previous-key", required=True)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--policies", default=None, help="comma-separated: re-run only these rows")
+    ap.add_argument("--jobs-out", type=Path, default=None, help="folder for per-job CSVs")
     a = ap.parse_args()
     rows = json.loads(a.results.read_text())
     keep = None if a.policies is None else set(a.policies.split(","))
     todo = [r for r in rows if keep is None or r["policy"] in keep]
     with ProcessPoolExecutor(a.workers) as ex:
-        for r, o in zip(todo, ex.map(_one, [(r["workload"], r["policy"]) for r in todo])):
+        for r, o in zip(todo, ex.map(_one, [(r["workload"], r["policy"], a.jobs_out) for r in todo])):
             _report(r, o, a.previous_key)
-    a.results.write_text(json.dumps(rows, indent=1) + "\n")
+    _merge(a.results, todo)
+
+
+def _merge(path: Path, done: list[dict]) -> None:
+    """Write ``done`` into the results file as it is now (another re-run may have written other
+    rows of it meanwhile)."""
+    new = {(r["workload"], r["policy"]): r for r in done}
+    rows = [new.get((r["workload"], r["policy"]), r) for r in json.loads(path.read_text())]
+    path.write_text(json.dumps(rows, indent=1) + "\n")
 
 
 def _report(r: dict, o: dict, previous_key: str) -> None:

@@ -49,10 +49,15 @@ def their_metrics(log: Path) -> dict:
             "jobs": len(jobs)}
 
 
-def our_metrics(workload: Path, policy: str) -> dict:
+def our_metrics(workload: Path, policy: str, jobs_out: Path | None = None) -> dict:
+    """Our avg JCT, makespan and CPU seconds; with ``jobs_out``, the per-job table is written there
+    as CSV (to compare job by job with the Sia simulator's log)."""
     t0 = time.process_time()
     res = simulate(CLUSTER, str(workload), policy)
     cpu = time.process_time() - t0
+    if jobs_out is not None:
+        jobs_out.parent.mkdir(parents=True, exist_ok=True)
+        res.to_pandas().to_csv(jobs_out, index=False)
     s = summary(res)
     return {"avg_jct_s": s["avg_jct_s"], "makespan_s": s["makespan_s"],
             "jobs": int(len(res.finish)), "cpu_s": cpu}

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from sim.cluster import cluster_from_groups
+from sim.errors import ConfigError
 from sim.goodput.sia_configs import sia_configs
 from sim.policies.sia import Sia, place_on_type, source_order
 from sim.policies.sia_ilp import solve_sia_ilp
@@ -101,3 +102,65 @@ def test_sia_throughput_models_parameter():
     assert not Sia(throughput_models="profile").observed_models
     with pytest.raises(ConfigError):
         Sia(throughput_models="oracle")
+
+
+def _peer_state(pairs):
+    """Active jobs 0..n-1 with current (node, GPUs) on three 4-GPU t4 nodes."""
+    from types import SimpleNamespace
+    indptr = np.cumsum([0] + [len(p) for p in pairs]).astype(np.int64)
+    flat = [x for p in pairs for x in p]
+    return SimpleNamespace(cluster=cluster_from_groups("toy", [{"count": 3, "gpus": 4, "type": "t4"}]),
+                           active=np.arange(len(pairs)),
+                           pl_indptr=indptr, pl_nodes=np.array([n for n, _ in flat], np.int32),
+                           pl_counts=np.array([c for _, c in flat], np.int32))
+
+
+def _peer_place(pol, state, gpus):
+    """Sia.place with configuration = (t4, gpus[i] GPUs) for each active job (0: none)."""
+    from sim.goodput.sia_configs import sia_configs
+    pol.configs = cfg = sia_configs(state.cluster)
+    choice = np.array([int(np.flatnonzero(cfg.gpus == g)[0]) if g else -1 for g in gpus])
+    return pol.place(state, choice)
+
+
+def _pairs(plan, i):
+    lo, hi = plan.indptr[i], plan.indptr[i + 1]
+    return list(zip(plan.nodes[lo:hi].tolist(), plan.counts.tolist()[lo:hi]))
+
+
+def test_peer_rule_rewalks_kept_jobs_and_restarts_only_on_a_new_per_node_tuple():
+    # Round 1: job 0 (2 GPUs) alone walks node 0: theirs (0, 0), ours node 0.
+    pol = Sia()
+    pol.reset(2)
+    plan = _peer_place(pol, _peer_state([[], []]), [2, 0])
+    assert _pairs(plan, 0) == [(0, 2)] and pol.peer_keys == {0: (0, (0, 0))}
+    # Round 2: job 1 (4 GPUs) arrives; most GPUs first it takes whole node 0, and job 0 (same
+    # configuration) is walked on to node 1: its tuple (2,) is unchanged, so in theirs it does
+    # not restart, and in ours it keeps node 0's GPUs; job 1 gets its node-0 walk elsewhere, on
+    # the best-fitting whole free node.
+    plan = _peer_place(pol, _peer_state([[(0, 2)], []]), [2, 4])
+    assert pol.peer_keys == {1: (0, (0, 0, 0, 0)), 0: (0, (1, 1))}
+    assert _pairs(plan, 0) == [(0, 2)] and _pairs(plan, 1) == [(1, 4)]
+    # The "keep" rule walks job 1 around job 0's GPUs from node 0: node 1 as well.
+    keep = Sia(placement_rule="keep")
+    keep.reset(2)
+    keep.prev[:] = -1
+    _peer_place(keep, _peer_state([[], []]), [2, 0])
+    keep.prev[0] = int(np.flatnonzero(keep.configs.gpus == 2)[0])
+    assert _pairs(_peer_place(keep, _peer_state([[(0, 2)], []]), [2, 4]), 1) == [(1, 4)]
+
+
+def test_peer_rule_restarts_a_kept_job_whose_per_node_tuple_changes():
+    # Job 0 (2 GPUs) ran split in theirs, one GPU on each of nodes 0 and 1: tuple (1, 1).  Job 1
+    # (4 GPUs) arrives: most GPUs first it takes node 0 whole, and job 0, walked on from node 1,
+    # gets 2 GPUs there: tuple (2,), so it restarts although its configuration is kept.  Both
+    # restart and get their walk's nodes (free).
+    pol = Sia()
+    pol.reset(2)
+    pol.peer_keys = {0: (0, (0, 1))}
+    plan = _peer_place(pol, _peer_state([[(0, 1), (1, 1)], []]), [2, 4])
+    assert pol.peer_keys == {1: (0, (0, 0, 0, 0)), 0: (0, (1, 1))}
+    assert _pairs(plan, 1) == [(0, 4)] and _pairs(plan, 0) == [(1, 2)]
+    assert pol.placer.missed_restarts == 0 and pol.placer.shape_misses == 0
+    with pytest.raises(ConfigError):
+        Sia(placement_rule="nope")

@@ -13,7 +13,8 @@ from sim.engine import EngineConfig, job_specs, run_jobs
 from sim.errors import ConfigError
 from sim.goodput.workload import read_goodput_workload
 from sim.policies import get_policy
-from sim.policies.sia_gavel import SiaGavel, _shape
+from sim.policies.peer_placement import node_shape as _shape
+from sim.policies.sia_gavel import SiaGavel
 
 
 def _cluster():
@@ -98,12 +99,12 @@ def test_lease_extension_walk_and_their_restart_rule():
     chosen = np.array([t4, t4])
     workers = pol.assign_workers(state, state.active, chosen, [0, 1])
     assert workers == {1: (8, 9, 10, 11), 0: (16, 17)}
-    restart = pol._restarts(state.active, chosen, workers)
+    restart = pol._restarts(state.active, [0, 1], workers)
     assert restart.tolist() == [False, True]
-    plan = pol.engine_plan(state, chosen, [0, 1], workers, restart)
+    plan = pol.engine_plan(state, [0, 1], workers, restart)
     assert plan.indptr.tolist() == [0, 1, 2]
     assert list(zip(plan.nodes.tolist(), plan.counts.tolist())) == [(1, 2), (2, 4)]
-    assert pol.shape_misses == 0
+    assert pol.placer.shape_misses == 0
 
 
 def test_lease_extension_keeps_exact_workers_when_free():
@@ -114,7 +115,7 @@ def test_lease_extension_keeps_exact_workers_when_free():
     state = _state([2, 4], [[(2, 2)], []])
     workers = pol.assign_workers(state, state.active, np.array([t4, t4]), [0, 1])
     assert workers == {1: (8, 9, 10, 11), 0: (16, 17)}
-    assert pol._restarts(state.active, np.array([t4, t4]), workers).tolist() == [False, True]
+    assert pol._restarts(state.active, [0, 1], workers).tolist() == [False, True]
 
 
 def test_shape_is_the_per_node_tuple_in_worker_order():

@@ -28,13 +28,18 @@ Every ``round_s`` = 60 s:
   restart penalty :data:`RESTART_PENALTY_S`;
 * the ILP (:mod:`sim.policies.sia_ilp`) minimizes ``sum round(S^p, 2) + lambda_n x unallocated``,
   ``p`` = -0.5, ``lambda_n`` = 1.1; jobs still in checkpoint-restore keep their configuration;
-* **placement** per type: jobs keeping their configuration keep their GPUs; the others, most GPUs
-  first, take whole free nodes first, then free GPUs anywhere, node pointer carried from job to
-  job (Sia's ``alloc_to_placement_fast``).
+* **placement** per type (Sia's ``alloc_to_placement_fast``): every allocated job, most GPUs
+  first, takes whole free nodes first, then free GPUs anywhere, a node pointer carried from job
+  to job, from empty nodes each round, kept jobs included; a job restarts only where its type or
+  its GPUs-per-node tuple changes (:mod:`sim.policies.peer_placement` maps this onto engine
+  GPUs).  ``placement_rule="keep"`` is the earlier rule: jobs keeping their configuration keep
+  their GPUs and only the others are walked, around them.
 
 Between rounds the batch size is re-optimized at each epoch boundary (the job model).
 """
 from __future__ import annotations
+
+from collections import Counter
 
 import numpy as np
 
@@ -43,6 +48,7 @@ from ..goodput.goodput import optimize
 from ..goodput.sia_configs import MAX_CONFIG_GPUS, SiaConfigs, sia_configs, single_gpu_throughput
 from ..state import Plan, SchedState
 from .goodput_base import GoodputPolicy, csr_plan, current_pairs
+from .peer_placement import PeerKey, PeerPlacer, peer_restarts
 from .registry import register
 from .sia_ilp import MIP_REL_GAP, TIME_LIMIT_S, solve_sia_ilp
 
@@ -62,6 +68,11 @@ DEFAULT_RESTART_PENALTY_S = 30.0
 #: the models goodput is predicted with: fitted online on what each job ran (the authors'), or on
 #: each type's whole profile
 THROUGHPUT_MODELS = ("observed", "profile")
+#: how a round's allocation becomes placements: ``"peer"``, the Sia simulator's (every allocated
+#: job re-walked from empty nodes, a restart only where the type or the GPUs-per-node tuple
+#: changes: sim.policies.peer_placement); ``"keep"``, jobs keeping their configuration keep their
+#: GPUs and the others are walked around them
+PLACEMENT_RULES = ("peer", "keep")
 #: GPU types in the Sia simulator's cluster order (``simulator_config.cluster_nnodes``: aws,
 #: dgx-ext, rtx); a job's goodput on a type it has not run on is projected from the first of these
 #: it has run on (other types after these, in the cluster's order)
@@ -78,8 +89,12 @@ class Sia(GoodputPolicy):
     def __init__(self, placement: str = "consolidated", p: float = P_FAIRNESS, lambda_n: float = LAMBDA_N,
                  mip_rel_gap: float = MIP_REL_GAP, time_limit_s: float = TIME_LIMIT_S,
                  max_config_gpus: int = MAX_CONFIG_GPUS, goodput_clip: float = GOODPUT_CLIP,
-                 throughput_models: str = "observed"):
+                 throughput_models: str = "observed", placement_rule: str = "peer"):
         super().__init__(placement)
+        if placement_rule not in PLACEMENT_RULES:
+            raise ConfigError(f"policy sia: placement_rule must be one of {PLACEMENT_RULES}, "
+                              f"got {placement_rule!r}")
+        self.placement_rule = placement_rule
         if throughput_models not in THROUGHPUT_MODELS:
             raise ConfigError(f"policy sia: throughput_models must be one of {THROUGHPUT_MODELS}, "
                               f"got {throughput_models!r}")
@@ -95,13 +110,16 @@ class Sia(GoodputPolicy):
     def params(self) -> dict:
         return {**super().params(), "p": self.p, "lambda_n": self.lambda_n, "mip_rel_gap": self.mip_rel_gap,
                 "time_limit_s": self.time_limit_s, "max_config_gpus": self.max_config_gpus,
-                "goodput_clip": self.goodput_clip, "throughput_models": self.throughput_models}
+                "goodput_clip": self.goodput_clip, "throughput_models": self.throughput_models,
+                "placement_rule": self.placement_rule}
 
     def reset(self, n_jobs: int) -> None:
         self.configs: SiaConfigs | None = None
         self.prev = np.full(n_jobs, -1, np.int64)         # configuration of the last round
         self.seen: np.ndarray | None = None               # [jobs, types] has run on the type
         self.last = None                                  # the last round's IlpResult
+        self.peer_keys: dict[int, PeerKey] = {}           # job -> its placement in theirs
+        self.placer = PeerPlacer(self.name)
 
     # -- goodput ----------------------------------------------------------------
     def _start_cluster(self, state: SchedState) -> None:
@@ -210,13 +228,37 @@ class Sia(GoodputPolicy):
             self.seen[state.active[i], state.cluster.node_type[nodes]] = True
 
     def place(self, state: SchedState, choice: np.ndarray) -> Plan:
-        """Jobs keeping their configuration keep their GPUs; the others per type, most GPUs first,
-        whole nodes first (module docstring)."""
+        """The round's placements by :attr:`placement_rule` (:data:`PLACEMENT_RULES`)."""
         cfg = self.configs
         chosen = choice >= 0
-        kept = chosen & (choice == self.prev[state.active])
         col = np.maximum(choice, 0)
-        return place_by_type(state, kept, np.where(chosen, cfg.type_idx[col], -1), cfg.gpus[col], cfg.per_node)
+        job_type = np.where(chosen, cfg.type_idx[col], -1)
+        if self.placement_rule == "keep":
+            kept = chosen & (choice == self.prev[state.active])
+            return place_by_type(state, kept, job_type, cfg.gpus[col], cfg.per_node)
+        keys = walk_by_type(state, job_type, cfg.gpus[col], cfg.per_node)
+        ids = state.active
+        restart = np.zeros(ids.shape[0], bool)
+        for i, key in keys.items():
+            restart[i] = peer_restarts(key, self.peer_keys.get(int(ids[i])))
+        self.peer_keys = {int(ids[i]): key for i, key in keys.items()}
+        return self.placer.plan(state, list(keys), keys, restart, self.model)
+
+
+def walk_by_type(state: SchedState, job_type: np.ndarray, job_gpus: np.ndarray,
+                 per_node: np.ndarray) -> dict[int, PeerKey]:
+    """The Sia simulator's placement of a whole allocation from empty nodes: per type, its jobs
+    most GPUs first (stable), through :func:`walk_type`; active index -> (type, node per GPU)."""
+    free = state.cluster.node_gpus.astype(np.int64).copy()
+    todo = np.flatnonzero(job_type >= 0)
+    out: dict[int, PeerKey] = {}
+    for t in range(per_node.shape[0]):
+        mine = todo[job_type[todo] == t]
+        order = mine[np.argsort(-job_gpus[mine], kind="stable")]
+        nodes = np.flatnonzero(state.cluster.node_type == t)
+        for i, got in walk_type(nodes, int(per_node[t]), free, [(int(i), int(job_gpus[i])) for i in order]):
+            out[i] = (t, got)
+    return out
 
 
 def realloc_factor(age: np.ndarray, restarts: np.ndarray, penalty_s) -> np.ndarray:
@@ -254,17 +296,26 @@ def source_order(types: tuple[str, ...]) -> list[int]:
 
 def place_on_type(nodes: np.ndarray, full: int, free: np.ndarray, wants: list[tuple[int, int]],
                   per_job: list[list[tuple[int, int]]]) -> None:
-    """Sia's ``alloc_to_placement_fast`` on one type's ``nodes``: each job (in order) takes whole
-    free nodes for its whole-node part, then free GPUs anywhere, scanning from a pointer carried
-    from job to job; ``full`` is the type's GPUs per node; ``free`` and ``per_job`` are updated."""
-    ptr, n_nodes = 0, nodes.shape[0]
+    """:func:`walk_type`'s placement as (node, GPUs) pairs in ``per_job``."""
+    for i, got in walk_type(nodes, full, free, wants):
+        per_job[i] = sorted(Counter(got).items())
+
+
+def walk_type(nodes: np.ndarray, full: int, free: np.ndarray,
+              wants: list[tuple[int, int]]) -> list[tuple[int, tuple[int, ...]]]:
+    """Sia's ``alloc_to_placement_fast`` on one type's ``nodes``: each job ``(i, GPUs)`` in order
+    takes whole free nodes for its whole-node part, then free GPUs anywhere, scanning from a
+    pointer carried from job to job; ``full`` is the type's GPUs per node; ``free`` is updated.
+    Returns each job's node per GPU, in the order taken (their placement list)."""
+    ptr, n_nodes, out = 0, nodes.shape[0], []
     for i, want in wants:
-        got: dict[int, int] = {}
+        got: list[int] = []
         whole = want // full
         for pos in (ptr + np.arange(n_nodes)) % n_nodes if whole else ():
             node = int(nodes[pos])
             if free[node] == full:
-                free[node], got[node] = 0, full
+                free[node] = 0
+                got += [node] * full
                 want, whole = want - full, whole - 1
             ptr = (pos + 1) % n_nodes
             if whole == 0:
@@ -273,12 +324,12 @@ def place_on_type(nodes: np.ndarray, full: int, free: np.ndarray, wants: list[tu
             node = int(nodes[pos])
             take = min(int(free[node]), want)
             free[node] -= take
-            got[node] = got.get(node, 0) + take
+            got += [node] * take
             want -= take
             ptr = (pos + 1) % n_nodes
             if want == 0:
                 break
-        got = {n: c for n, c in got.items() if c}
         if want > 0:
             raise ConfigError(f"policy sia: {want} GPUs of a configuration found no free GPU on their type")
-        per_job[i] = sorted(got.items())
+        out.append((i, tuple(got)))
+    return out

@@ -26,14 +26,9 @@ from our ``gavel-*`` ports of Gavel's own simulator (sim.policies.gavel); docs/g
 * **Workers**: per type, largest scale factor first; a job that ran on the type keeps its
   exact workers if none is taken yet (lease extension), the others walk the type's servers'
   worker lists with one pointer (Gavel's ``assign_workers_to_job``), all by worker identity.
-* **Restarts** (their ``Cluster.optimize_policy``): a job restarts, paying its application's
-  re-scale delay, when it changes type, resumes after a round without GPUs or starts for the
-  first time, or when its GPUs-per-node tuple changes; a job keeping its type and tuple on other
-  workers does not.  Our engine restarts a job whenever its (node, GPUs) pairs change, so the
-  engine placement is built from theirs: jobs that do not restart keep their engine GPUs, the
-  others get their nodes in theirs if free there, else the same GPUs-per-node on best-fitting
-  nodes of the type (``shape_misses`` counts the rare rounds where neither fits).  The first
-  start pays its delay too, through the engine (``EngineConfig.first_start_delay``, on by
+* **Restarts** (their ``Cluster.optimize_policy``): as :mod:`sim.policies.peer_placement`
+  says (a job keeping its type and GPUs-per-node tuple on other workers does not restart); the
+  first start pays its delay too, through the engine (``EngineConfig.first_start_delay``, on by
   default for the goodput family).
 * **Rounds** every 360 s at multiples of 360 s from time 0 (theirs: the first decision at 360 s,
   after the first step), whatever the first arrival; arrivals wake the policy, which waits for
@@ -42,7 +37,6 @@ from our ``gavel-*`` ports of Gavel's own simulator (sim.policies.gavel); docs/g
 from __future__ import annotations
 
 import math
-from collections import Counter
 from typing import ClassVar
 
 import numpy as np
@@ -52,7 +46,8 @@ from ..goodput.goodput import EPS
 from ..state import ARRIVAL, Plan, SchedState
 from .gavel_lp import AllocationLP, check_solver
 from .gavel_rounds import check_positive
-from .goodput_base import GoodputPolicy, csr_plan, current_pairs, packed_counts
+from .goodput_base import GoodputPolicy, packed_counts
+from .peer_placement import PeerPlacer, peer_restarts
 from .registry import register
 from .sia import source_order
 
@@ -91,7 +86,8 @@ class SiaGavel(GoodputPolicy):
         self.alloc_key: dict[int, tuple] = {}          # job -> (type, node of each worker)
         self.order: list[int] | None = None            # GPU types in their cluster order
         self.last_round = -np.inf
-        self.rounds = self.shape_misses = self.missed_restarts = 0
+        self.rounds = 0
+        self.placer = PeerPlacer(self.name)
         self.last_x: np.ndarray | None = None
 
     def _start_cluster(self, state: SchedState) -> None:
@@ -142,8 +138,8 @@ class SiaGavel(GoodputPolicy):
         pri = self.priorities(ids, x)
         chosen, picks = self.pick(ids, x, pri, state.jobs.demand[ids])
         workers = self.assign_workers(state, ids, chosen, picks)
-        restart = self._restarts(ids, chosen, workers)
-        plan = self.engine_plan(state, chosen, picks, workers, restart)
+        restart = self._restarts(ids, picks, workers)
+        plan = self.engine_plan(state, picks, workers, restart)
         got = np.flatnonzero(chosen >= 0)
         self.job_time[ids[got], chosen[got]] += self.time_per_round_s
         np.add.at(self.type_time, chosen[got], self.time_per_round_s)
@@ -265,83 +261,15 @@ class SiaGavel(GoodputPolicy):
         nodes = tuple(w // self.width for w in workers)
         return (int(self.node_type[nodes[0]]), nodes)
 
-    def _restarts(self, ids, chosen, workers) -> np.ndarray:
-        """Does each chosen job restart in their simulator (module docstring)?"""
+    def _restarts(self, ids, picks, workers) -> np.ndarray:
+        """Does each picked job restart in their simulator (sim.policies.peer_placement)?"""
         out = np.zeros(ids.shape[0], bool)
-        for i in np.flatnonzero(chosen >= 0):
+        for i in picks:
             j = int(ids[i])
-            new, old = self._key(workers[j]), self.alloc_key.get(j)
-            if new == old:
-                continue
-            out[i] = old is None or old[0] != new[0] or _shape(old[1]) != _shape(new[1])
+            out[i] = peer_restarts(self._key(workers[j]), self.alloc_key.get(j))
         return out
 
-    def engine_plan(self, state: SchedState, chosen, picks, workers, restart) -> Plan:
-        """Their allocation as engine placements (module docstring)."""
-        ids, c = state.active, state.cluster
-        per_job: list[list[tuple[int, int]]] = [[] for _ in range(ids.shape[0])]
-        free = c.node_gpus.astype(np.int64).copy()
-        for i in picks:
-            if not restart[i]:
-                per_job[i] = current_pairs(state, i)
-                for n, g in per_job[i]:
-                    free[n] -= g
-        for i in picks:
-            if restart[i]:
-                want = sorted(Counter(w // self.width for w in workers[int(ids[i])]).items())
-                per_job[i] = self._fit(c, int(chosen[i]), want, free)
-                if per_job[i] == current_pairs(state, i):
-                    self.missed_restarts += 1
-        return csr_plan(per_job)
-
-    def _fit(self, c, t: int, want: list[tuple[int, int]], free: np.ndarray) -> list[tuple[int, int]]:
-        """Their (node, GPUs) if free, else the same GPUs per node on best-fitting nodes of type
-        ``t``, else (``shape_misses``) the most free nodes' GPUs; ``free`` is updated."""
-        if all(free[n] >= g for n, g in want):
-            out = want
-        else:
-            out = _best_fit(np.flatnonzero(c.node_type == t), [g for _, g in want], free.copy())
-            if out is None:
-                self.shape_misses += 1
-                out = _most_free(np.flatnonzero(c.node_type == t), sum(g for _, g in want), free.copy())
-        for n, g in out:
-            free[n] -= g
-        return sorted(out)
-
-
-def _shape(nodes: tuple[int, ...]) -> tuple[int, ...]:
-    """GPUs per node in worker order, consecutive workers on one node grouped (theirs)."""
-    out: list[int] = []
-    for k, n in enumerate(nodes):
-        if k and n == nodes[k - 1]:
-            out[-1] += 1
-        else:
-            out.append(1)
-    return tuple(out)
-
-
-def _best_fit(nodes: np.ndarray, counts: list[int], free: np.ndarray) -> list[tuple[int, int]] | None:
-    """Each count (largest first) on the node of ``nodes`` with the fewest free GPUs that holds
-    it, a node used once; None if some count fits nowhere."""
-    out, used = [], set()
-    for g in sorted(counts, reverse=True):
-        fits = [n for n in nodes if free[n] >= g and int(n) not in used]
-        if not fits:
-            return None
-        n = int(min(fits, key=lambda n: (free[n], n)))
-        used.add(n)
-        free[n] -= g
-        out.append((n, g))
-    return out
-
-
-def _most_free(nodes: np.ndarray, want: int, free: np.ndarray) -> list[tuple[int, int]]:
-    out: dict[int, int] = {}
-    for n in sorted(nodes, key=lambda n: (-free[n], n)):
-        take = min(int(free[n]), want)
-        if take > 0:
-            out[int(n)] = take
-            want -= take
-        if want == 0:
-            return list(out.items())
-    raise SimError(f"policy sia-gavel: {want} GPUs of a type's allocation found no free GPU")
+    def engine_plan(self, state: SchedState, picks, workers, restart) -> Plan:
+        """Their workers as engine placements (sim.policies.peer_placement)."""
+        keys = {i: self._key(workers[int(state.active[i])]) for i in picks}
+        return self.placer.plan(state, picks, keys, restart, self.model)
