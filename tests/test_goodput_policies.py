@@ -15,7 +15,7 @@ from sim.policies import get_policy, list_policies
 
 GOODPUT = sorted(p for p in list_policies()
                  if getattr(type(get_policy(p)), "workload_kind", None) == "goodput")
-SMALL = {"pollux": {"population": 12, "generations": 6}}
+SMALL = {"pollux": {"population": 12, "generations": 6}, "sia-pollux": {"population": 12, "generations": 6}}
 
 
 @pytest.fixture(scope="module")

@@ -78,7 +78,8 @@ class JobModel:
     ``adaptive``: choose batch sizes by goodput (Pollux) instead of the workload's fixed batch.
     ``batch_override``: application -> fixed global batch for every job of it.
     ``observed``: predict with per-job models fitted on what each job has run (Sia's), not the
-    application's profile-fitted model.
+    application's profile-fitted model; ``observed_across_types``: one such model per job over
+    all GPU types (:class:`~sim.goodput.observed.ObservedProfiles` ``across_types``).
     ``first_start_delay``: the engine charges the restart delay at a job's first start too
     (:class:`~sim.engine.EngineConfig`); the restart delays this model tracks follow it.
     ``sia_batch_limits``: a fixed batch is split with the Sia simulator's limits (its
@@ -91,7 +92,7 @@ class JobModel:
     def __init__(self, oracle: GoodputOracle, jobs: JobSpecs, adaptive: bool,
                  batch_override: dict[str, int] | None = None, observed: bool = False,
                  sia_batch_limits: bool = False, first_start_delay: bool = False,
-                 whole_second_epochs: bool = False):
+                 whole_second_epochs: bool = False, observed_across_types: bool = False):
         self.oracle = oracle
         self.jobs = jobs
         self._model = np.asarray(jobs.model, np.int64)
@@ -114,7 +115,7 @@ class JobModel:
         self.alloc_counts: dict[int, tuple] = {}         # job -> GPUs per node in allocation order
         self._taken: dict[int, tuple] = {}               # this decision's allocation orders
         self._memo: dict[int, tuple] = {}
-        self.observed = ObservedProfiles() if observed else None
+        self.observed = ObservedProfiles(observed_across_types) if observed else None
         self._running: dict[int, list] = {}             # job -> [observation, since, recorded]
 
     # -- progress and epochs ----------------------------------------------

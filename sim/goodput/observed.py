@@ -124,9 +124,12 @@ def fit_observed(nodes, gpus, bsz, step, sync) -> np.ndarray:
 
 class ObservedProfiles:
     """Per job and GPU type: the configurations run, their (step, sync) times, and the model fitted
-    on them (refitted when a new configuration is recorded)."""
+    on them (refitted when a new configuration is recorded).  ``across_types``: one profile and
+    model per job whatever the GPU type (the Sia simulator's heterogeneity-unaware jobs,
+    ``Job(h_unaware=True)``: every type's runs in one dict, the first time for a key counts)."""
 
-    def __init__(self) -> None:
+    def __init__(self, across_types: bool = False) -> None:
+        self.across_types = bool(across_types)
         self._runs: dict[tuple[int, str], dict[tuple[int, int, int], tuple[float, float]]] = {}
         self._theta: dict[tuple[int, str], np.ndarray] = {}
         self._most: dict[int, int] = {}
@@ -134,26 +137,29 @@ class ObservedProfiles:
     def record(self, job: int, gpu_type: str, nodes: int, gpus: int, bsz: int, step: float, sync: float) -> None:
         """A configuration ``job`` has run on ``gpu_type``; the first time data for a key counts
         (as ``update_params``)."""
-        runs = self._runs.setdefault((job, gpu_type), {})
+        runs = self._runs.setdefault(self._key(job, gpu_type), {})
         key = (int(nodes), int(gpus), int(bsz))
         if key in runs:
             return
         runs[key] = (float(step), float(sync))
         self._most[job] = max(self._most.get(job, 0), int(gpus))
         cols = np.array([k + v for k, v in runs.items()], float).T
-        self._theta[(job, gpu_type)] = fit_observed(*cols)
+        self._theta[self._key(job, gpu_type)] = fit_observed(*cols)
+
+    def _key(self, job: int, gpu_type: str | None) -> tuple[int, str | None]:
+        return (job, None if self.across_types else gpu_type)
 
     def theta(self, job: int, gpu_type: str) -> np.ndarray | None:
         """The job's fitted model on ``gpu_type``, None if it has not run there."""
-        return self._theta.get((job, gpu_type))
+        return self._theta.get(self._key(job, gpu_type))
 
     def count(self, job: int, gpu_type: str) -> int:
         """How many configurations the job has run on ``gpu_type`` (its model's version)."""
-        return len(self._runs.get((job, gpu_type), ()))
+        return len(self._runs.get(self._key(job, gpu_type), ()))
 
     def most_gpus(self, job: int) -> int:
         """Most GPUs of any configuration the job has run (0: none)."""
         return self._most.get(job, 0)
 
     def runs(self, job: int, gpu_type: str) -> dict[tuple[int, int, int], tuple[float, float]]:
-        return dict(self._runs.get((job, gpu_type), {}))
+        return dict(self._runs.get(self._key(job, gpu_type), {}))

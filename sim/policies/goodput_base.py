@@ -43,6 +43,8 @@ class GoodputPolicy(Policy):
     #: jobs predict with models fitted on what each has run (:mod:`sim.goodput.observed`), not
     #: their application's profile-fitted model
     observed_models: bool = False
+    #: those models are one per job over all GPU types (the Sia simulator's unaware jobs)
+    observed_across_types: ClassVar[bool] = False
     #: the policy to name for a throughput-table (non-Pollux) workload in the error
     rigid_policy: ClassVar[str | None] = None
     #: split a fixed batch with the Sia simulator's per-placement limits (JobModel)
@@ -71,7 +73,8 @@ class GoodputPolicy(Policy):
         self._jobs = state.jobs
         self.model = JobModel(state.oracle, state.jobs, self.adaptive, self.batch_override, self.observed_models,
                               self.sia_batch_limits,
-                              state.first_start_delay, self.whole_second_epochs)
+                              state.first_start_delay, self.whole_second_epochs,
+                              observed_across_types=self.observed_across_types)
         self._decided = False
         self._round_at = 0.0
         self.reset(len(state.jobs))

@@ -63,47 +63,78 @@ class Pollux(GoodputPolicy):
         self.searcher.reset()
 
     # -- the problem --------------------------------------------------------
-    def max_replicas(self, ids: np.ndarray) -> np.ndarray:
+    def job_app(self, job: int):
+        """The application profile ``job``'s speedups are predicted with (Pollux is
+        heterogeneity-unaware: the oracle's default one)."""
         m = self.model
+        return m.oracle.app(m.oracle_model(int(job)))
+
+    def job_thetas(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(step-time models ``[J, 8]``, has none yet ``[J]``) the speedups are computed with: the
+        application's fitted model, none before the job has run."""
+        m = self.model
+        return m.oracle.theta[m._model[ids]], ~m.started[ids]
+
+    def most_run(self, j: int) -> int:
+        """Most GPUs ``j`` has run on (the growth cap's ``2 x``)."""
+        return int(self.model.max_seen[j])
+
+    def gpu_cap(self, state: SchedState) -> int:
+        """GPUs a job may have at most."""
+        return MAX_GPUS_PER_JOB
+
+    def max_replicas(self, state: SchedState, ids: np.ndarray) -> np.ndarray:
+        top = self.gpu_cap(state)
         out = np.empty(ids.shape[0], np.int64)
         for i, j in enumerate(ids):
-            app = m.oracle.app(m.oracle_model(int(j)))
-            cap = min(max(2 * int(m.max_seen[j]), 1), MAX_GPUS_PER_JOB, app.max_batch_size // app.min_local_bsz)
+            app = self.job_app(int(j))
+            cap = min(max(2 * self.most_run(int(j)), 1), top, app.max_batch_size // app.min_local_bsz)
             out[i] = 1 if app.name in self.batch_override else cap
         return out
 
     def speedups(self, ids: np.ndarray, cap: np.ndarray, fair: int, max_nodes: int) -> np.ndarray:
         m = self.model
-        apps = [m.oracle.app(m.oracle_model(int(j))) for j in ids]
+        apps = [self.job_app(int(j)) for j in ids]
         sqr, var = np.zeros(ids.shape[0]), np.zeros(ids.shape[0])
         for i, (j, app) in enumerate(zip(ids, apps)):
             sqr[i], var[i] = app.grad_stats(m.stat_batch[j], m.stat_epoch[j])
-        theta = m.oracle.theta[m._model[ids]]
+        theta, fresh = self.job_thetas(ids)
         col = lambda f: np.array([f(a) for a in apps], float)   # noqa: E731
         tab = speedup_tables(theta, sqr, var, col(lambda a: a.init_batch_size), col(lambda a: a.max_batch_size),
                              col(lambda a: a.min_local_bsz), col(lambda a: a.max_local_bsz), max_nodes, cap,
                              base=(1, fair))
-        fresh = ~m.started[ids]
         if fresh.any():
             tab[fresh] = linear_speedups(tab.shape[1], tab.shape[2], cap[fresh], fair)
         return tab
 
+    def search_nodes(self, state: SchedState) -> np.ndarray:
+        """GPUs of each node the search allocates over (the cluster's nodes)."""
+        return state.cluster.node_gpus.astype(np.int64)
+
+    def base_allocation(self, state: SchedState, order: np.ndarray) -> np.ndarray:
+        """``[J, N]`` the allocation the search starts from and charges restarts against."""
+        return current_allocation(state, order)
+
     def problem(self, state: SchedState, order: np.ndarray) -> PolluxProblem:
         ids = state.active[order]
-        nodes = state.cluster.node_gpus.astype(np.int64)
+        nodes = self.search_nodes(state)
         fair = fair_share(state, ids)
-        cap = self.max_replicas(ids)
+        cap = self.max_replicas(state, ids)
         tab = self.speedups(ids, cap, fair, min(MAX_NODES_PER_JOB, nodes.shape[0]))
         age = state.now - state.jobs.arrival[ids]
         factor = restart_factor(age, self.model.restarts[ids], self.restart_penalty_s)
-        return PolluxProblem(tab, current_allocation(state, order), nodes, cap, factor,
+        return PolluxProblem(tab, self.base_allocation(state, order), nodes, cap, factor,
                              avoid_interference=self.avoid_interference)
 
     # -- the round ------------------------------------------------------------
     def decide(self, state: SchedState, epochs: np.ndarray) -> Plan:
         order = attained_order(state)
-        x = self.searcher.solve(self.problem(state, order), state.active[order],
-                                int(state.cluster.node_gpus.max()))
+        problem = self.problem(state, order)
+        x = self.searcher.solve(problem, state.active[order], int(problem.capacity.max()))
+        return self.plan(state, order, x)
+
+    def plan(self, state: SchedState, order: np.ndarray, x: np.ndarray) -> Plan:
+        """The engine plan of the search's allocation ``x`` (rows ``order``)."""
         return csr_plan(allocation_pairs(x, order))
 
 
