@@ -48,6 +48,17 @@ class PeerPlacer:
         self.policy = policy
         self.shape_misses = 0     # a restarting job's GPUs per node fit nowhere on its type
         self.missed_restarts = 0  # a restarting job landed on exactly its current engine GPUs
+        self.keys: dict[int, PeerKey] = {}   # job id -> its placement in the peer last round
+
+    def place(self, state: SchedState, keys: dict[int, PeerKey], model=None) -> Plan:
+        """:meth:`plan` for this round's peer placements ``keys`` (active index -> key, placed in
+        that order), each job's restart judged against its key of the last call."""
+        ids = state.active
+        restart = np.zeros(ids.shape[0], bool)
+        for i, key in keys.items():
+            restart[i] = peer_restarts(key, self.keys.get(int(ids[i])))
+        self.keys = {int(ids[i]): key for i, key in keys.items()}
+        return self.plan(state, list(keys), keys, restart, model)
 
     def plan(self, state: SchedState, picks: list[int], keys: dict[int, PeerKey],
              restart: np.ndarray, model=None) -> Plan:

@@ -48,7 +48,7 @@ from ..goodput.goodput import optimize
 from ..goodput.sia_configs import MAX_CONFIG_GPUS, SiaConfigs, sia_configs, single_gpu_throughput
 from ..state import Plan, SchedState
 from .goodput_base import GoodputPolicy, csr_plan, current_pairs
-from .peer_placement import PeerKey, PeerPlacer, peer_restarts
+from .peer_placement import PeerKey, PeerPlacer
 from .registry import register
 from .sia_ilp import MIP_REL_GAP, TIME_LIMIT_S, solve_sia_ilp
 
@@ -118,8 +118,16 @@ class Sia(GoodputPolicy):
         self.prev = np.full(n_jobs, -1, np.int64)         # configuration of the last round
         self.seen: np.ndarray | None = None               # [jobs, types] has run on the type
         self.last = None                                  # the last round's IlpResult
-        self.peer_keys: dict[int, PeerKey] = {}           # job -> its placement in theirs
         self.placer = PeerPlacer(self.name)
+
+    @property
+    def peer_keys(self) -> dict[int, PeerKey]:
+        """Job id -> its placement in the Sia simulator last round (the placer's memory)."""
+        return self.placer.keys
+
+    @peer_keys.setter
+    def peer_keys(self, keys: dict[int, PeerKey]) -> None:
+        self.placer.keys = keys
 
     # -- goodput ----------------------------------------------------------------
     def _start_cluster(self, state: SchedState) -> None:
@@ -237,12 +245,7 @@ class Sia(GoodputPolicy):
             kept = chosen & (choice == self.prev[state.active])
             return place_by_type(state, kept, job_type, cfg.gpus[col], cfg.per_node)
         keys = walk_by_type(state, job_type, cfg.gpus[col], cfg.per_node)
-        ids = state.active
-        restart = np.zeros(ids.shape[0], bool)
-        for i, key in keys.items():
-            restart[i] = peer_restarts(key, self.peer_keys.get(int(ids[i])))
-        self.peer_keys = {int(ids[i]): key for i, key in keys.items()}
-        return self.placer.plan(state, list(keys), keys, restart, self.model)
+        return self.placer.place(state, keys, self.model)
 
 
 def walk_by_type(state: SchedState, job_type: np.ndarray, job_gpus: np.ndarray,

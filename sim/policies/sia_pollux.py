@@ -35,8 +35,9 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..state import Plan, SchedState
-from .peer_placement import PeerKey, PeerPlacer, peer_restarts
-from .pollux import Pollux
+from .peer_placement import PeerKey, PeerPlacer
+from .pollux import RESTART_PENALTY_S, Pollux
+from .pollux_search import GENERATIONS, POPULATION
 from .registry import register
 from .sia import SOURCE_ORDER
 
@@ -83,8 +84,8 @@ class SiaPollux(Pollux):
     observed_models = True
     observed_across_types = True
 
-    def __init__(self, placement: str = "consolidated", search: str = "nsga2", population: int = 100,
-                 generations: int = 100, seed: int = 0, restart_penalty_s: float = 30.0,
+    def __init__(self, placement: str = "consolidated", search: str = "nsga2", population: int = POPULATION,
+                 generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S,
                  avoid_interference: bool = True, max_gpus: int | None = None):
         super().__init__(placement, search, population, generations, seed, restart_penalty_s,
                          avoid_interference)
@@ -99,7 +100,6 @@ class SiaPollux(Pollux):
         super().reset(n_jobs)
         self.vnodes: VirtualNodes | None = None
         self.vbase: dict[int, np.ndarray] = {}     # job -> last round's dropped allocation
-        self.peer_keys: dict[int, PeerKey] = {}    # job -> its placement in theirs
         self.placer = PeerPlacer(self.name)
         self.dropped_gpus = 0                     # GPUs the drop rule left idle, summed over rounds
 
@@ -159,8 +159,4 @@ class SiaPollux(Pollux):
                 self.vbase[int(ids[i])] = kept
                 nodes = np.repeat(v.node, kept)
                 keys[int(i)] = (int(v.type[np.flatnonzero(kept)[0]]), tuple(sorted(nodes.tolist())))
-        restart = np.zeros(ids.shape[0], bool)
-        for i, key in keys.items():
-            restart[i] = peer_restarts(key, self.peer_keys.get(int(ids[i])))
-        self.peer_keys = {int(ids[i]): key for i, key in keys.items()}
-        return self.placer.plan(state, sorted(keys), keys, restart, self.model)
+        return self.placer.place(state, dict(sorted(keys.items())), self.model)
