@@ -88,7 +88,7 @@ def main(argv=None) -> int:
             + misses_table(summary, diag) + "\n")
     (args.out / "calibration_table.md").write_text(text)
     print(text)
-    ok = sum(r["meets_target"] for r in summary.to_pylist())
+    ok = sum(r["meets_target"] is True for r in summary.to_pylist())
     print(f"{table.num_rows} measurements, {summary.num_rows} fits; {ok} meet the 10% target; "
           f"{time.perf_counter() - t0:.1f} s; wrote {args.out}/")
     return 0

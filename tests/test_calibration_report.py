@@ -107,3 +107,15 @@ def test_calibrate_command_warns_on_thin_data(tmp_path, capsys):
     assert main(["calibrate", str(one), "-o", str(tmp_path / "c.toml"), "--kind", "pollux"]) == 0
     err = capsys.readouterr().err
     assert "warning: bert on t4 (pollux): alpha_c not identifiable" in err
+
+
+def test_a_one_gpu_trace_has_no_placement_verdict(table):
+    # a trace of one GPU (as `clustersim collect` on a one-GPU machine): its only placement
+    # trains, so there is no held-out placement and no verdict, neither met nor missed
+    one = table.filter(pa.compute.equal(table.column("n_gpus"), 1))
+    _, summary, _ = validate(one)
+    rows = summary.to_pylist()
+    assert rows and all(r["n_heldout_placement"] == 0 and r["meets_target"] is None for r in rows)
+    md = markdown_table(summary)
+    assert "(no held-out placement)" in md and "✗" not in md
+    assert len(misses_table(summary, diagnostics_table(one)).splitlines()) == 2    # header only

@@ -179,9 +179,17 @@ def summarize(errors: pa.Table, notes: dict | None = None) -> pa.Table:
                          n_heldout=int(ho.sum()), n_heldout_placement=int(pl.sum()),
                          median_ape_placement=mp, p90_ape_placement=pp, median_ape_batch=mb,
                          p90_ape_batch=pb, median_ape_heldout=mh, p90_ape_heldout=ph,
-                         median_ape_train=mt, meets_target=bool(mp <= TARGET_MEDIAN_APE),
+                         median_ape_train=mt, meets_target=_verdict(mp),
                          n_warnings=len((notes or {}).get(key, []))))
     return pa.Table.from_pylist(rows, schema=SUMMARY_SCHEMA)
+
+
+def _verdict(median_ape_placement: float) -> bool | None:
+    """Whether held-out placements meet the target; None (no verdict) when there are none, as in
+    a trace of one GPU, whose single placement always trains."""
+    if np.isnan(median_ape_placement):
+        return None
+    return bool(median_ape_placement <= TARGET_MEDIAN_APE)
 
 
 def validate(table: pa.Table, kinds: Sequence[str] = KINDS, *, every: int = 3,
@@ -215,7 +223,7 @@ def markdown_table(summary: pa.Table, kinds: Sequence[str] = KINDS) -> str:
             if r is None:
                 line += " – | – | – |"
                 continue
-            flag = "" if r["meets_target"] else " **✗**"
+            flag = {True: "", False: " **✗**", None: " (no held-out placement)"}[r["meets_target"]]
             line += (f" {_fmt(r['median_ape_placement'])} / {_fmt(r['p90_ape_placement'])}{flag} |"
                      f" {_fmt(r['median_ape_batch'])} / {_fmt(r['p90_ape_batch'])} |"
                      f" {_fmt(r['median_ape_heldout'])} / {_fmt(r['p90_ape_heldout'])} |")
@@ -300,7 +308,7 @@ def misses_table(summary: pa.Table, diagnostics: pa.Table) -> str:
              "shape floor med / p90 | 1-GPU linear-compute med | batch-size drops % |",
              "|---|---|---|---|---|---|---|---|"]
     for r in summary.to_pylist():
-        if r["meets_target"]:
+        if r["meets_target"] is not False:
             continue
         d = diag.get((r["model"], r["gpu_type"]), {})
 
