@@ -75,18 +75,28 @@ class PolluxDecision:
 
     def setup(self):
         self.dp = build_state(search="dp")
+        self.dp_nopolish = build_state(search="dp", polish=False)
 
     def time_decision_dp(self):
         p, s, e = self.dp
         p.decide(s, e)
 
+    def time_decision_dp_nopolish(self):
+        p, s, e = self.dp_nopolish
+        p.decide(s, e)
 
-def objectives(n_nodes: int = 64, n_jobs: int = 100, seed: int = 0) -> dict:
+
+#: the searches :func:`objectives` compares: name -> (search, parameters)
+SEARCH_VARIANTS = {"dp": ("dp", {}), "dp-nopolish": ("dp", {"polish": False}), "nsga2": ("nsga2", {})}
+
+
+def objectives(n_nodes: int = 64, n_jobs: int = 100, seed: int = 0, variants=tuple(SEARCH_VARIANTS)) -> dict:
     """Seconds and objective value (power mean) of each search on one round."""
     import time
     out = {}
-    for search in ("dp", "nsga2"):
-        p, s, e = build_state(n_nodes, n_jobs, search, seed)
+    for name in variants:
+        search, params = SEARCH_VARIANTS[name]
+        p, s, e = build_state(n_nodes, n_jobs, search, seed, **params)
         order = np.lexsort((s.jobs.arrival[s.active], s.attained_gpu_s))
         problem = p.problem(s, order)
         t = time.perf_counter()
@@ -96,7 +106,7 @@ def objectives(n_nodes: int = 64, n_jobs: int = 100, seed: int = 0) -> dict:
         for row, i in enumerate(order):
             sl = slice(int(plan.indptr[i]), int(plan.indptr[i + 1]))
             x[row, plan.nodes[sl]] = plan.counts[sl]
-        out[search] = {"seconds": dt, "objective": float(problem.values(x[None])[0][0])}
+        out[name] = {"seconds": dt, "objective": float(problem.values(x[None])[0][0])}
     return out
 
 

@@ -18,7 +18,7 @@ Setup (every choice ours [I]; docs/eghs.md explains them):
   (the reference of every ratio), the twin without defragmentation, the clairvoyant ``eghs-unaware-oracle`` and Gavel's
   heterogeneity-aware LAS (``gavel-max-min-fairness-perf``, rigid), Pollux's scheduler over
   the observed goodput (``pollux-learning``: ``pollux`` with the authors' NSGA-II search,
-  ``pollux-dp`` with ours); ``eghs-logits``: EGHS
+  ``pollux-dp`` with ours, ``pollux-dp-nopolish`` ours without the NSGA-II polish); ``eghs-logits``: EGHS
   with entropy from a synthetic logits trace instead of the surrogate;
 * metrics: average JCT and makespan per run; per seed the ratio to the twin on the same
   workload; geometric-mean ratio with a 95% paired bootstrap interval over seeds (sim.stats).
@@ -67,6 +67,7 @@ VARIANTS = {
     "gavel-las": ("gavel-max-min-fairness-perf", {}, "surrogate"),
     "pollux": ("pollux-learning", {}, "surrogate"),
     "pollux-dp": ("pollux-learning", {"search": "dp"}, "surrogate"),
+    "pollux-dp-nopolish": ("pollux-learning", {"search": "dp", "polish": False}, "surrogate"),
     "eghs-logits": ("eghs", {}, "logits"),
 }
 REFERENCE = "twin"

@@ -83,6 +83,28 @@ def test_dp_reaches_nsga2_value_on_random_problems():
         assert p.values(x[None])[0][0] >= 0.99 * -f[:, 0].min()
 
 
+
+def test_polish_never_lowers_the_objective_and_can_be_switched_off():
+    # the polished answer is the best of the DP's candidates and the polish's, so it is never
+    # worse than the unpolished one drawn from the same random state; polish=False reaches it
+    from sim.policies.pollux_search import POLISH, PolluxSearch
+    rng = np.random.default_rng(5)
+    j, n = 5, 3
+    r = np.arange(9)
+    tab = np.zeros((j, n + 1, 9))
+    for k in range(j):
+        tab[k, 1:, 1:] = (r[1:] ** rng.uniform(0.3, 1.0))[None, :] * (0.8 ** np.arange(n))[:, None]
+    base = np.zeros((j, n), np.int64)
+    base[0, 0], base[1, 1] = 3, 2
+    p = PolluxProblem(tab, base, np.full(n, 4), np.full(j, 8), rng.uniform(0.2, 1.0, j))
+    plain = dp_search(p, 4, np.random.default_rng(1), (0, 0))
+    polished = dp_search(p, 4, np.random.default_rng(1), POLISH)
+    v = p.values(np.stack([plain, polished]))[0]
+    assert v[1] >= v[0]
+    off = PolluxSearch("pollux", "dp", seed=1, polish=False)
+    assert off.params()["polish"] is False
+    np.testing.assert_array_equal(off.solve(p, np.arange(j), 4), plain)
+
 def _brute_counts_objective(p: PolluxProblem, per_node: int) -> float:
     """Plain reference of the DP's optimum: min over every count vector within the capacity of
     sum_j v_j(r_j), v = 1 / (scaled speedup + eps), packed on ceil(r / per_node) nodes and
@@ -159,3 +181,45 @@ def test_allowed_nodes_hold_in_repair_and_in_the_dp_placement():
     assert x[0, 0] == 0 and x[0].sum() > 0
     states, _ = nsga2(p, p.base[None], np.random.default_rng(2), population=10, generations=5)
     assert np.all(states[:, 0, 0] == 0)
+
+
+# -- the count DP kernel agrees with its plain-Python reference --------------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from reference_pollux_search import dp_counts_reference  # noqa: E402
+from sim.policies.pollux_kernels import dp_counts  # noqa: E402
+
+_COSTS = [0.1, 1 / 3, 0.5, 1.0, 2.0, 1000.0, np.inf]
+
+
+@st.composite
+def _dp_inputs(draw):
+    g = draw(st.integers(0, 24))
+    w = draw(st.integers(0, g))
+    j = draw(st.integers(0, 7))
+    v = np.array(draw(st.lists(st.sampled_from(_COSTS), min_size=j * (w + 1), max_size=j * (w + 1))),
+                 float).reshape(j, w + 1)
+    if j:
+        v[:, 0] = np.array(draw(st.lists(st.sampled_from(_COSTS[:-1]), min_size=j, max_size=j)))
+        # most rows as in the search: finite up to a cap, inf above it, one finite entry past it
+        for k in range(j):
+            if draw(st.booleans()):
+                cap = draw(st.integers(0, w))
+                v[k, cap + 1:] = np.inf
+                if draw(st.booleans()) and w:
+                    v[k, draw(st.integers(1, w))] = draw(st.sampled_from(_COSTS[:-1]))
+    return v, g
+
+
+@settings(max_examples=300, deadline=None)
+@given(d=_dp_inputs())
+def test_dp_counts_kernel_matches_reference(d):
+    v, g = d
+    got = dp_counts(v, g)
+    np.testing.assert_array_equal(got, dp_counts_reference(v, g))
+    assert got.sum() <= g
+
+
+def test_dp_counts_kernel_rejects_a_row_without_a_finite_zero():
+    with pytest.raises(ValueError, match="v\\[:, 0\\]"):
+        dp_counts(np.array([[np.inf, 1.0]]), 4)

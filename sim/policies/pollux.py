@@ -49,9 +49,9 @@ class Pollux(GoodputPolicy):
 
     def __init__(self, placement: str = "consolidated", search: str = "nsga2", population: int = POPULATION,
                  generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S,
-                 avoid_interference: bool = True):
+                 avoid_interference: bool = True, polish: bool = True):
         super().__init__(placement)
-        self.searcher = PolluxSearch(self.name, search, population, generations, seed)
+        self.searcher = PolluxSearch(self.name, search, population, generations, seed, polish)
         self.restart_penalty_s = float(restart_penalty_s)
         self.avoid_interference = bool(avoid_interference)
 

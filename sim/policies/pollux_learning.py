@@ -55,9 +55,10 @@ class PolluxLearning(Policy):
     preemptive = True
 
     def __init__(self, placement: str = "consolidated", search: str = "nsga2", population: int = POPULATION,
-                 generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S):
+                 generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S,
+                 polish: bool = True):
         super().__init__(placement)
-        self.searcher = PolluxSearch(self.name, search, population, generations, seed)
+        self.searcher = PolluxSearch(self.name, search, population, generations, seed, polish)
         if not restart_penalty_s >= 0:
             raise ConfigError(f"policy {self.name}: restart_penalty_s must be >= 0, got {restart_penalty_s}")
         self.restart_penalty_s = float(restart_penalty_s)

@@ -26,7 +26,8 @@ Two searches:
   first, then best fit, one distributed job per node) and, if placement had to shrink a job,
   the same with only sizes that tile nodes (1, 2, 4, 8, ... on 4-GPU nodes), then
   a short NSGA-II (:data:`POLISH`) seeded with those and the current allocation, which mends what
-  the packing assumption misses (fragmented nodes).  The DP is exact on the counts, O(jobs x GPUs^2).
+  the packing assumption misses (fragmented nodes).  The DP is exact on the counts, O(jobs x GPUs
+  x GPU counts tried) in a Numba kernel (:mod:`.pollux_kernels`).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
+from .pollux_kernels import dp_counts
 
 __all__ = ["PolluxProblem", "PolluxSearch", "nsga2", "dp_search", "restart_factor", "FITNESS_P", "FITNESS_EPS",
            "MAX_NODES_PER_JOB", "POPULATION", "GENERATIONS", "SEARCHES"]
@@ -260,20 +262,7 @@ def _dp_counts(problem: PolluxProblem, per_node: int, packable: bool = False) ->
                     + FITNESS_EPS)
     keep_better = keep_v <= v[problem.jidx, base_r]
     v[problem.jidx, base_r] = np.minimum(v[problem.jidx, base_r], keep_v)
-    f = np.zeros(g + 1)
-    choice = np.zeros((j, g + 1), np.int64)
-    idx, r = np.arange(g + 1), np.arange(width + 1)
-    for k in range(j):
-        # cand[a, r] = f[a - r] + v[k, r]
-        prev = np.where(idx[:, None] >= r[None, :], f[np.maximum(idx[:, None] - r[None, :], 0)], np.inf)
-        cand = prev + v[k][None, :]
-        choice[k] = np.argmin(cand, axis=1)
-        f = cand[idx, choice[k]]
-    counts = np.zeros(j, np.int64)
-    a = g
-    for k in range(j - 1, -1, -1):
-        counts[k] = choice[k, a]
-        a -= counts[k]
+    counts = dp_counts(v, g)
     keep = (counts == base_r) & keep_better
     return counts, keep
 
@@ -325,19 +314,24 @@ def dp_search(problem: PolluxProblem, per_node: int, rng: np.random.Generator | 
 class PolluxSearch:
     """One run's allocation search: ``search`` (:data:`SEARCHES`), its parameters, its random
     generator (seeded with ``seed`` at :meth:`reset`) and NSGA-II's memory of the last round's
-    Pareto set.  Shared by the policies that run Pollux's round (``pollux``, ``pollux-learning``)."""
+    Pareto set.  ``polish=False`` skips the dp search's NSGA-II polish: the DP's placements and
+    the current allocation only (on the EGHS workloads at 64 nodes, seed 0, the polish raised
+    the objective in 3 of 2,582 and 3 of 2,145 rounds, main and contended, by 0.46% and 1.8% on
+    average where it did, and was 98% of the search's time: scalability/pollux_polish.py,
+    docs/eghs.md section 4).  Shared by the policies that run Pollux's round (``pollux``,
+    ``pollux-learning``)."""
 
     def __init__(self, policy: str, search: str = "nsga2", population: int = POPULATION,
-                 generations: int = GENERATIONS, seed: int = 0):
+                 generations: int = GENERATIONS, seed: int = 0, polish: bool = True):
         if search not in SEARCHES:
             raise ConfigError(f"policy {policy}: search must be one of {SEARCHES}, got {search!r}")
         self.search, self.population, self.generations = search, int(population), int(generations)
-        self.seed = int(seed)
+        self.seed, self.polish = int(seed), bool(polish)
         self.reset()
 
     def params(self) -> dict:
         return {"search": self.search, "population": self.population, "generations": self.generations,
-                "seed": self.seed}
+                "seed": self.seed, "polish": self.polish}
 
     def reset(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -347,7 +341,7 @@ class PolluxSearch:
     def solve(self, problem: PolluxProblem, ids: np.ndarray, per_node: int) -> np.ndarray:
         """The chosen allocation ``[J, N]`` of the jobs ``ids`` (the problem's rows)."""
         if self.search == "dp":
-            return dp_search(problem, per_node, self.rng)
+            return dp_search(problem, per_node, self.rng, POLISH if self.polish else (0, 0))
         states, f = nsga2(problem, self._seed_states(ids, problem), self.rng, self.population,
                           self.generations)
         self.prev_states, self.prev_jobs = states, ids
