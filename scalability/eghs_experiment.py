@@ -30,6 +30,7 @@ Outputs (``--out``, default ``scalability/results/eghs2``): ``runs.csv`` (one ro
     python scalability/eghs_experiment.py                  # the documented sizes
     python scalability/eghs_experiment.py --report         # markdown tables of --out
     python scalability/eghs_experiment.py --summarize      # summary.csv and plot again from runs.csv
+    python scalability/eghs_experiment.py --merge A,B --sizes 1024 --out C   # seeds of several runs
 """
 from __future__ import annotations
 
@@ -240,6 +241,31 @@ def summarize(rows: list[dict], out: Path) -> None:
     _plots(summ, out)
 
 
+def merge(sources: list[Path], sizes: set[int], out: Path, rel_tol: float = 1e-9) -> str:
+    """``out/runs.csv`` from the ``sizes`` rows of several runs.csv (first one of each run
+    wins); a run two sources both hold must agree to ``rel_tol`` (re-runs on another machine
+    may differ in the last bits).  Returns a line saying how many agreed and how closely."""
+    seen, worst, exact, again = {}, 0.0, 0, 0
+    for src in sources:
+        for r in _read_csv(src / "runs.csv"):
+            if int(r["nodes"]) not in sizes:
+                continue
+            key = (r["workload"], r["nodes"], r["seed"], r["variant"])
+            if key not in seen:
+                seen[key] = r
+                continue
+            again += 1
+            diff = max(abs(seen[key][m] - r[m]) / abs(seen[key][m]) for m in ("avg_jct_s", "makespan_s"))
+            if diff > rel_tol:
+                raise SystemExit(f"{src / 'runs.csv'}: run {key} differs from an earlier source by {diff:.2e}")
+            worst, exact = max(worst, diff), exact + (diff == 0)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_csv(sorted(seen.values(), key=lambda r: (r["workload"], r["nodes"], r["seed"], r["variant"])),
+               out / "runs.csv")
+    return (f"{len(seen)} runs; {again} held twice: {exact} identical, largest relative difference "
+            f"{worst:.1e}")
+
+
 def tasks_for(args) -> list[dict]:
     base = {"duration_scale": args.duration_scale, "round_s": args.round_s}
     tasks = []
@@ -272,8 +298,14 @@ def main(argv=None) -> int:
     ap.add_argument("--report", action="store_true", help="print the results in --out as markdown")
     ap.add_argument("--summarize", action="store_true",
                     help="run nothing: ratios, CIs and the plot again from --out/runs.csv")
+    ap.add_argument("--merge", default=None,
+                    help="run nothing: DIR,DIR,...: their --sizes rows into --out/runs.csv, then summarize")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "eghs2")
     args = ap.parse_args(argv)
+    if args.merge:
+        print(merge([Path(d) for d in args.merge.split(",")], {int(x) for x in args.sizes.split(",")},
+                    args.out))
+        args.summarize = True
     if args.report:
         print(markdown(args.out))
         return 0
