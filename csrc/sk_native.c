@@ -49,6 +49,7 @@ typedef struct {            /* rate cache entry */
 
 struct sk_policy {
     sk_policy_spec spec;
+    double yield_s;                     /* sk_native_set_yield; < 0: never yield */
     double *thr, *thr_lo;               /* Tiresias limits and their demotion test values */
     /* inputs */
     int32_t *model, *bucket, *node_type;
@@ -1332,6 +1333,8 @@ static double clock_s(void) {
 int sk_native_run(sk_engine *e, sk_native_records *rec) {
     if (!e || !e->pol || !rec || rec->n < 0 || rec->n > rec->cap) return SK_EINVAL;
     struct sk_policy *p = e->pol;
+    double call_start = p->yield_s >= 0.0 ? clock_s() : 0.0;
+    int stepped = 0;
     for (;;) {
         if (p->pending) {
             double t0 = clock_s();
@@ -1347,8 +1350,10 @@ int sk_native_run(sk_engine *e, sk_native_records *rec) {
             if (rc < 0) return rc;
         }
         if (rec->n == rec->cap) return SK_RECORDS_FULL;
+        if (stepped && p->yield_s >= 0.0 && clock_s() - call_start >= p->yield_s) return SK_YIELD;
         int rc = sk_engine_step(e, &p->batch);
         if (rc != SK_DECISION) return rc;
+        stepped = 1;
         double t0 = clock_s();
         int what = triage(e, p);
         if (what == 0) {
@@ -1533,6 +1538,7 @@ int sk_native_set_policy(sk_engine *e, const sk_policy_spec *spec, const sk_nati
     struct sk_policy *p = calloc(1, sizeof *p);
     if (!p) return ske_fail(e, SK_ENOMEM, "native policy: out of memory");
     p->spec = *spec;
+    p->yield_s = -1.0;
     p->n_types = in->n_types;
     p->n_buckets = in->n_buckets;
     p->fgd_width = in->fgd_width;
@@ -1544,6 +1550,12 @@ int sk_native_set_policy(sk_engine *e, const sk_policy_spec *spec, const sk_nati
     if (rc == SK_OK) rc = buckets_sorted(e, p);
     if (rc < 0) { skn_free(p); return rc; }
     e->pol = p;
+    return SK_OK;
+}
+
+int sk_native_set_yield(sk_engine *e, double seconds) {
+    if (!e || !e->pol || seconds != seconds) return SK_EINVAL;
+    e->pol->yield_s = seconds;
     return SK_OK;
 }
 

@@ -31,7 +31,8 @@
 /* sk_native_run statuses besides SK_DONE and errors */
 enum {
     SK_NEED_RATES = 3,      /* rates for new placement summaries are needed */
-    SK_RECORDS_FULL = 4     /* the record buffers are full: drain and call again */
+    SK_RECORDS_FULL = 4,    /* the record buffers are full: drain and call again */
+    SK_YIELD = 5            /* the call's time budget (sk_native_set_yield) ran out: call again */
 };
 
 /* policies */
@@ -111,8 +112,13 @@ typedef struct {
 /* Install a native policy on a fresh engine (before its first step). */
 int sk_native_set_policy(sk_engine *e, const sk_policy_spec *spec, const sk_native_inputs *in);
 
-/* Run decision points in C until SK_DONE, SK_NEED_RATES, SK_RECORDS_FULL or an error. */
+/* Run decision points in C until SK_DONE, SK_NEED_RATES, SK_RECORDS_FULL, SK_YIELD or an error. */
 int sk_native_run(sk_engine *e, sk_native_records *rec);
+
+/* Give control back (SK_YIELD) once a call of sk_native_run has run `seconds` of wall time and
+ * made at least one decision point, so that the caller can see signals (Ctrl-C) during a long
+ * run; the run's results do not depend on where it yields.  seconds < 0 (the default): never. */
+int sk_native_set_yield(sk_engine *e, double seconds);
 
 /* The placement summaries whose rates are missing, with a job that needs each
  * (n_missing entries; if cap is too small *n_missing is the size needed and

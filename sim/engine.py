@@ -464,7 +464,7 @@ class _Run:
         self.times = {"kernel_s": wall - ctr["decide_seconds"] - nr.oracle_s,
                       "snapshot_s": 0.0, "policy_s": ctr["decide_seconds"], "oracle_s": nr.oracle_s}
         self.counts = {"placements": ctr["placements"], "preemptions": ctr["preemptions"],
-                       "rate_misses": ctr["rate_misses"]}
+                       "rate_misses": ctr["rate_misses"], "kernel_calls": nr.kernel_calls}
         return self.result(job_ids, wall)
 
     def decide(self) -> float | None:

@@ -5,7 +5,8 @@ Tiresias) and whose settings have a native form (``Policy.native_params``) runs 
 ``sk_native_run`` (csrc/sk_native.c): the kernel decides every decision point itself
 and returns to Python only when its record buffer is full, when it needs rates for
 placement summaries it has not seen (the throughput oracle is asked once per distinct
-summary), and at the end.  The decisions are the Python policies' own, job by job
+summary), after :data:`YIELD_S` seconds of a call (so that Ctrl-C is seen within about that
+time; the results do not depend on it), and at the end.  The decisions are the Python policies' own, job by job
 (tests/test_native_policies.py); ``EngineConfig(native=False)`` forces the Python path.
 """
 from __future__ import annotations
@@ -24,6 +25,8 @@ SPREAD = {"consolidated": 0, "spread": 1}
 _CTYPE = {"<i8": "int64_t[]", "<i4": "int32_t[]", "<f8": "double[]"}
 #: decision points recorded per return to Python
 RECORD_ROWS = 1 << 16
+#: wall seconds a call of the kernel runs at most before it returns to Python (signals)
+YIELD_S = 0.1
 
 
 def native_params(policy) -> dict | None:
@@ -55,6 +58,7 @@ class NativeRun:
         self.kernel, self.cluster, self.jobs, self.oracle = kernel, cluster, jobs, oracle
         self.name = policy_name
         self.oracle_s = 0.0
+        self.kernel_calls = 0          # calls of sk_native_run (returns to Python)
         self._install(params, fgd_weights)
         self._records = {"time": np.empty(RECORD_ROWS), "used_gpus": np.empty(RECORD_ROWS, np.int64),
                          "queued": np.empty(RECORD_ROWS, np.int64),
@@ -101,17 +105,21 @@ class NativeRun:
         inp.type_choice = int(params.get("type_choice", 0))
         inp.type_seed = int(params.get("type_seed", 0))
         self.kernel._check(lib.sk_native_set_policy(self.kernel.ptr, spec, inp), "sk_native_set_policy")
+        self.kernel._check(lib.sk_native_set_yield(self.kernel.ptr, YIELD_S), "sk_native_set_yield")
 
     def run(self) -> None:
         k = self.kernel
         while True:
             rc = lib.sk_native_run(k.ptr, self._rec)
+            self.kernel_calls += 1
             if rc == lib.SK_ESTALL:
                 msg = ffi.string(lib.sk_engine_message(k.ptr)).decode()
                 raise SimError(f"policy {self.name}: {msg}")
             k._check(rc, "sk_native_run")
             if rc == lib.SK_NEED_RATES:
                 self._put_rates()
+                continue
+            if rc == lib.SK_YIELD:            # back in Python: a pending Ctrl-C raises here
                 continue
             self._drain()
             if rc == lib.SK_DONE:

@@ -292,3 +292,33 @@ def test_never_on_a_zero_throughput_type_never_mixed(name, jobs, cluster, placem
         assert not np.any((res.gpu_types_used & slow)[jobs.model == 1])
     if name in ("fifo", "sjf"):
         assert all(bin(int(m)).count("1") == 1 for m in res.gpu_types_used)
+
+
+@pytest.mark.parametrize("name", ["fifo", "srtf", "las", "tiresias"])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=las_contended(), cluster=clusters(), round_s=st.sampled_from([0.0, 5.0, 30.0]))
+def test_native_run_that_yields_after_every_decision_point_is_the_same_run(name, jobs, cluster, round_s):
+    """The kernel gives control back to Python after YIELD_S seconds of a call (so Ctrl-C is
+    seen); with YIELD_S = 0 it returns after every decision point, and the run is the same."""
+    import sim.native
+    if int(jobs.demand.max()) > cluster.total_gpus:
+        jobs = specs(jobs.arrival, np.minimum(jobs.demand, cluster.total_gpus), jobs.work, jobs.model,
+                     delay=float(jobs.restart_delay[0]))
+    oracle = LinearOracle()
+    jobs = runnable(jobs, cluster, oracle)
+    cfg = EngineConfig(round_s=round_s)
+    whole = run_jobs(cluster, jobs, _policy(name, "consolidated", (50.0,)), oracle, cfg)
+    saved, sim.native.YIELD_S = sim.native.YIELD_S, 0.0
+    try:
+        stepwise = run_jobs(cluster, jobs, _policy(name, "consolidated", (50.0,)), oracle, cfg)
+    finally:
+        sim.native.YIELD_S = saved
+    assert whole.profile["native"] and stepwise.profile["native"]
+    assert stepwise.profile["kernel_calls"] > stepwise.profile["decision_points"]
+    assert whole.profile["kernel_calls"] <= stepwise.profile["kernel_calls"]
+    for key in PER_JOB:
+        np.testing.assert_array_equal(getattr(whole, key), getattr(stepwise, key), err_msg=key)
+    assert whole.timeline.time == stepwise.timeline.time
+    assert whole.timeline.used_gpus == stepwise.timeline.used_gpus
+    for key in ("placements", "preemptions", "decisions"):
+        assert whole.profile[key] == stepwise.profile[key], key

@@ -38,13 +38,20 @@ static int answer_rates(sk_engine *e) {
     return sk_native_put_rates(e, n, rate);
 }
 
+static int64_t yields, calls;   /* SK_YIELD returns and sk_native_run calls in run_all */
+
 /* Run to the end; returns the rows recorded, or -1. */
 static int64_t run_all(sk_engine *e, records *r) {
     int64_t rows = 0;
     for (;;) {
         int rc = sk_native_run(e, &r->rec);
+        calls++;
         if (rc == SK_NEED_RATES) {
             if (answer_rates(e) != SK_OK) return -1;
+            continue;
+        }
+        if (rc == SK_YIELD) {
+            yields++;
             continue;
         }
         rows += r->rec.n;
@@ -193,26 +200,32 @@ static void run_to_results(sk_engine *e, sk_results *res, sk_native_counters *c)
  * 60 s lease (leases end between rounds) and more work than GPUs: the class runs, their
  * merge, the bulk keeps and the cut of preempted tails.  Every job finishes, jobs are
  * preempted, and a second run whose plans are validated and applied in job-id order
- * (check_plans) gives the same results bit for bit as the first (plans applied as built). */
+ * (check_plans) gives the same results bit for bit as the first (plans applied as built);
+ * so does a third that yields to its caller after every decision point (yield budget 0). */
 static void test_las_contended(void) {
     double arrival[40], work[40];
     int32_t demand[40];
     random_jobs(11, 1, arrival, work, demand);
-    double fs[2][40], fin[2][40], gs[2][40], rs[2][40];
-    int64_t restarts[2][40];
-    int32_t st[2][40];
-    sk_native_counters c[2];
-    for (int k = 0; k < 2; k++) {
-        sk_engine *e = engine_both(SK_POL_LAS, 0, 40, arrival, work, demand, 10.0, k);
+    double fs[3][40], fin[3][40], gs[3][40], rs[3][40];
+    int64_t restarts[3][40];
+    int32_t st[3][40];
+    sk_native_counters c[3];
+    for (int k = 0; k < 3; k++) {
+        sk_engine *e = engine_both(SK_POL_LAS, 0, 40, arrival, work, demand, 10.0, k == 1);
+        if (k == 2) CHECK(sk_native_set_yield(e, 0.0) == SK_OK);
+        yields = calls = 0;
         sk_results res = {fs[k], fin[k], gs[k], rs[k], restarts[k], st[k]};
         run_to_results(e, &res, &c[k]);
+        /* every decision point ends a call: a yield, records full, rates asked, or the end */
+        CHECK(k < 2 ? yields == 0 : yields > 0 && calls >= c[k].decisions + c[k].lone_placed + c[k].skipped);
         sk_engine_free(e);
     }
-    CHECK(c[0].preemptions > 0 && c[0].preemptions == c[1].preemptions);
-    CHECK(c[0].decisions == c[1].decisions);
+    CHECK(c[0].preemptions > 0 && c[0].preemptions == c[1].preemptions && c[0].preemptions == c[2].preemptions);
+    CHECK(c[0].decisions == c[1].decisions && c[0].decisions == c[2].decisions);
     for (int j = 0; j < 40; j++) {
         CHECK(st[0][j] == SK_JOB_DONE && fin[0][j] >= arrival[j]);
-        CHECK(fin[0][j] == fin[1][j] && gs[0][j] == gs[1][j] && restarts[0][j] == restarts[1][j]);
+        for (int k = 1; k < 3; k++)
+            CHECK(fin[0][j] == fin[k][j] && gs[0][j] == gs[k][j] && restarts[0][j] == restarts[k][j]);
     }
 }
 
@@ -291,8 +304,11 @@ static void test_errors(void) {
     in.type_choice = SK_TYPE_RANDOM;
     sk_native_records none = {0};
     CHECK(sk_native_run(e, &none) == SK_EINVAL);                      /* no policy yet */
+    CHECK(sk_native_set_yield(e, 0.1) == SK_EINVAL);                   /* no policy yet */
     CHECK(sk_native_set_policy(e, &spec, &in) == SK_OK);
     CHECK(sk_native_set_policy(e, &spec, &in) == SK_ESTATE);          /* only once */
+    CHECK(sk_native_set_yield(e, 0.0 / 0.0) == SK_EINVAL);             /* NaN */
+    CHECK(sk_native_set_yield(NULL, 0.1) == SK_EINVAL);
     records r;
     records_init(&r);
     CHECK(sk_native_run(e, &r.rec) == SK_NEED_RATES);
