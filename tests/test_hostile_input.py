@@ -267,39 +267,21 @@ def _parser_calling(fn):
     return parser
 
 
-def _signal_state(pid: int) -> str:
-    """The State and signal masks of a process (Linux /proc), for a failure message."""
-    try:
-        lines = open(f"/proc/{pid}/status").read().splitlines()
-    except OSError:
-        return "(no /proc status)"
-    return "; ".join(x for x in lines if x.startswith(("State", "SigBlk", "SigIgn", "SigCgt")))
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT at its default, as in a terminal.  A process started in
+    the background by a shell without job control (``cmd &``, as CI may run the suite) ignores
+    SIGINT, every child inherits that, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_sigint_during_a_run_exits_130_without_traceback():
-    # In two full-suite runs of one session (not alone, not in 30 other tries) a run went on
-    # for 60 s after one SIGINT; the cause was not found.  A second Ctrl-C is what a user would
-    # press: up to three are sent, 20 s apart, and a run that outlives them is dumped
-    # (faulthandler on SIGABRT) into the failure message, with its signal masks.
     proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "run", "--cluster", "uniform:nodes=64,gpus=8",
                              "--jobs", "200000", "--load", "2000", "--policy", "tiresias,las,srtf,sjf,fifo,tiresias,las",
                              "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     time.sleep(4)
-    states = []
-    for _ in range(3):
-        states.append(_signal_state(proc.pid))
-        proc.send_signal(signal.SIGINT)
-        try:
-            out, err = proc.communicate(timeout=20)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    else:
-        proc.send_signal(signal.SIGABRT)
-        out, err = proc.communicate(timeout=60)
-        pytest.fail(f"no exit after 3 SIGINTs; states {states}; stderr: {err[-4000:]}")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "SystemError" not in err
     assert err.strip().splitlines()[-1] == "clustersim: error: interrupted"
