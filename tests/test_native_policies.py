@@ -95,9 +95,7 @@ def test_native_matches_python_policy(name, jobs, cluster, round_s, placement, t
 def test_native_matches_python_with_network_term(name, jobs, cluster, round_s, placement):
     """The kernel caches rates per placement summary: with per-type bandwidths the network
     term (sim.network) follows from the summary, so both paths run at the same rates."""
-    if int(jobs.demand.max()) > cluster.total_gpus:
-        jobs = specs(jobs.arrival, np.minimum(jobs.demand, cluster.total_gpus), jobs.work, jobs.model,
-                     delay=float(jobs.restart_delay[0]))
+    jobs = _fit(jobs, cluster)
     assert_same_run(cluster, jobs, lambda: _policy(name, placement, (50.0,)), round_s, NetworkOracle())
 
 
@@ -110,6 +108,25 @@ def las_contended(draw, max_jobs=50):
     work = draw(st.lists(st.sampled_from([5.0, 40.0, 60.0, 100.0, 500.0, 2000.0]), min_size=n, max_size=n))
     model = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
     return specs(np.cumsum(gaps), demand, work, model, delay=draw(st.sampled_from([0.0, 5.0, 30.0, 90.0])))
+
+
+def _fit(jobs, cluster):
+    """The jobs with no request larger than the cluster."""
+    if int(jobs.demand.max()) <= cluster.total_gpus:
+        return jobs
+    return specs(jobs.arrival, np.minimum(jobs.demand, cluster.total_gpus), jobs.work, jobs.model,
+                 delay=float(jobs.restart_delay[0]))
+
+
+def assert_same_results(a, b, counts=("placements", "preemptions", "decisions")):
+    """Two native runs agree job by job, in their timelines and in their counts."""
+    assert a.profile["native"] and b.profile["native"]
+    for key in PER_JOB:
+        np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
+    assert a.timeline.time == b.timeline.time
+    assert a.timeline.used_gpus == b.timeline.used_gpus
+    for key in counts:
+        assert a.profile[key] == b.profile[key], key
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -127,9 +144,7 @@ def test_native_las_classes_match_python(jobs, cluster, round_s, min_run_s, plac
     rounds, completions of leased and unleased jobs, ties of identical jobs.  One GPU type:
     the bulk keeps; mixed types (some jobs barred from one): the walk job by job with
     per-type budgets, moves between types and each type rule."""
-    if int(jobs.demand.max()) > cluster.total_gpus:
-        jobs = specs(jobs.arrival, np.minimum(jobs.demand, cluster.total_gpus), jobs.work, jobs.model,
-                     delay=float(jobs.restart_delay[0]))
+    jobs = _fit(jobs, cluster)
     assert_same_run(cluster, jobs, lambda: get_policy("las", placement=placement, min_run_s=min_run_s),
                     round_s, oracle, type_choice)
 
@@ -144,14 +159,8 @@ def assert_same_as_checked(cluster, jobs, policy, round_s, oracle, type_choice):
         checked = run_jobs(cluster, jobs, policy(), oracle, cfg)
     finally:
         NativeRun.check_plans = False
-    assert trusted.profile["native"] and checked.profile["native"]
-    for key in PER_JOB:
-        np.testing.assert_array_equal(getattr(trusted, key), getattr(checked, key), err_msg=key)
-    assert trusted.timeline.time == checked.timeline.time
-    assert trusted.timeline.used_gpus == checked.timeline.used_gpus
+    assert_same_results(trusted, checked)
     assert trusted.timeline.queued == checked.timeline.queued
-    for key in ("placements", "preemptions", "decisions"):
-        assert trusted.profile[key] == checked.profile[key], key
 
 
 @pytest.mark.parametrize("name", ["srtf", "las", "tiresias"])
@@ -163,9 +172,7 @@ def assert_same_as_checked(cluster, jobs, policy, round_s, oracle, type_choice):
 def test_native_plans_applied_as_built_match_validated(name, jobs, cluster, round_s, placement, oracle,
                                                        type_choice):
     """Preemptions, moves between types, restarts and ties of equal-time completions."""
-    if int(jobs.demand.max()) > cluster.total_gpus:
-        jobs = specs(jobs.arrival, np.minimum(jobs.demand, cluster.total_gpus), jobs.work, jobs.model,
-                     delay=float(jobs.restart_delay[0]))
+    jobs = _fit(jobs, cluster)
     jobs = runnable(jobs, cluster, oracle)
     assert_same_as_checked(cluster, jobs, lambda: _policy(name, placement, (50.0,)), round_s, oracle,
                            type_choice)
@@ -301,9 +308,7 @@ def test_native_run_that_yields_after_every_decision_point_is_the_same_run(name,
     """The kernel gives control back to Python after YIELD_S seconds of a call (so Ctrl-C is
     seen); with YIELD_S = 0 it returns after every decision point, and the run is the same."""
     import sim.native
-    if int(jobs.demand.max()) > cluster.total_gpus:
-        jobs = specs(jobs.arrival, np.minimum(jobs.demand, cluster.total_gpus), jobs.work, jobs.model,
-                     delay=float(jobs.restart_delay[0]))
+    jobs = _fit(jobs, cluster)
     oracle = LinearOracle()
     jobs = runnable(jobs, cluster, oracle)
     cfg = EngineConfig(round_s=round_s)
@@ -313,12 +318,6 @@ def test_native_run_that_yields_after_every_decision_point_is_the_same_run(name,
         stepwise = run_jobs(cluster, jobs, _policy(name, "consolidated", (50.0,)), oracle, cfg)
     finally:
         sim.native.YIELD_S = saved
-    assert whole.profile["native"] and stepwise.profile["native"]
     assert stepwise.profile["kernel_calls"] > stepwise.profile["decision_points"]
     assert whole.profile["kernel_calls"] <= stepwise.profile["kernel_calls"]
-    for key in PER_JOB:
-        np.testing.assert_array_equal(getattr(whole, key), getattr(stepwise, key), err_msg=key)
-    assert whole.timeline.time == stepwise.timeline.time
-    assert whole.timeline.used_gpus == stepwise.timeline.used_gpus
-    for key in ("placements", "preemptions", "decisions"):
-        assert whole.profile[key] == stepwise.profile[key], key
+    assert_same_results(whole, stepwise)

@@ -247,7 +247,6 @@ def _dp_counts(problem: PolluxProblem, per_node: int, packable: bool = False) ->
     ``packable``, new allocations only of sizes that tile nodes (divisors and multiples of
     ``per_node``), so that the placement never has to split a job."""
     g = int(problem.capacity.sum())
-    j = problem.base.shape[0]
     base_r = problem.base.sum(axis=1)
     # no job takes more than max(its cap, what it holds): the DP's columns stop there
     width = min(g, int(max(problem.max_replicas.max(initial=0), base_r.max(initial=0))))
