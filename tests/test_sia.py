@@ -73,6 +73,22 @@ def test_normalized_goodput_of_a_known_config(tmp_path):
     assert np.round(s[0, 2] ** -0.5, 2) == 0.58
 
 
+def test_restart_factor_scales_only_jobs_that_held_a_configuration():
+    # Both jobs: normalized goodput 1 and 3 on two configurations, restart factor 0.25.  Job 0
+    # held configuration 0 last round: configuration 1 is scaled to 0.75, A = round(0.75^-0.5, 2)
+    # = 1.15.  Job 1 held none (new, or left out): its row is not scaled, as in the Sia
+    # simulator (prev_allocs_v2 None), A = round(3^-0.5, 2) = 0.58.
+    pol = Sia()
+    pol.normalized_goodputs = lambda ids: np.array([[1.0, 3.0], [1.0, 3.0]])
+    pol.restart_factors = lambda state, ids: np.array([0.25, 0.25])
+    pol.prev = np.array([0, -1])
+    cost, valid = pol.costs(None, np.array([0, 1]))
+    assert cost.tolist() == [[1.0, 1.15], [1.0, 0.58]] and valid.all()
+    pol.prev = np.array([1, -1])             # held configuration 1: configuration 0 scaled to 0.25
+    cost, _ = pol.costs(None, np.array([0, 1]))
+    assert cost.tolist() == [[2.0, 0.58], [1.0, 0.58]]
+
+
 def test_placement_takes_whole_nodes_first():
     free = np.array([4, 2, 4, 4])
     per_job = [[], []]

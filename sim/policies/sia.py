@@ -23,9 +23,10 @@ Every ``round_s`` = 60 s:
   goodput 1 on each type's one-GPU configuration and nothing else;
 * **normalized goodput**: each row over its smallest non-zero entry (the job's goodput on its
   min configuration);
-* **restart factor** (Pollux's): every configuration but the job's current one is scaled by
-  ``max(age - restarts x d, 0) / (age + d)`` (1 while ``age < d``), ``d`` Sia's per-application
-  restart penalty :data:`RESTART_PENALTY_S`;
+* **restart factor** (Pollux's): for a job that held a configuration in the last round, every
+  configuration but that one is scaled by ``max(age - restarts x d, 0) / (age + d)`` (1 while
+  ``age < d``), ``d`` Sia's per-application restart penalty :data:`RESTART_PENALTY_S`; a job that
+  held none (new, or left out last round) is not scaled (their ``prev_allocs_v2`` is None);
 * the ILP (:mod:`sim.policies.sia_ilp`) minimizes ``sum round(S^p, 2) + lambda_n x unallocated``,
   ``p`` = -0.5, ``lambda_n`` = 1.1; jobs still in checkpoint-restore keep their configuration;
 * **placement** per type (Sia's ``alloc_to_placement_fast``): every allocated job, most GPUs
@@ -198,15 +199,17 @@ class Sia(GoodputPolicy):
         return np.where(age < d, 1.0, realloc_factor(age, np.maximum(self.model.restarts[ids], 0), d))
 
     def costs(self, state: SchedState, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(A = round(S^p, 2) clipped, valid) of the active jobs, S with the restart factor."""
+        """(A = round(S^p, 2) clipped, valid) of the active jobs, S with the restart factor on
+        every configuration but the last round's, for jobs that had one (the Sia simulator scales
+        a row only when ``prev_allocs_v2[job]`` is not None: a job left without GPUs, new or
+        not, competes unscaled)."""
         s = self.normalized_goodputs(ids)
         valid = s > 0
         prev = self.prev[ids]
         factor = self.restart_factors(state, ids)
-        keep = np.zeros_like(valid)
         has = prev >= 0
-        keep[np.flatnonzero(has), prev[has]] = True
-        s = np.where(keep, s, s * factor[:, None])
+        unscaled = ~has[:, None] | (np.arange(s.shape[1])[None, :] == prev[:, None])
+        s = np.where(unscaled, s, s * factor[:, None])
         with np.errstate(divide="ignore"):
             a = np.round(np.power(np.where(s > 0, s, 1.0), self.p), 2)
         return np.minimum(a, self.goodput_clip), valid & (s > 0)
