@@ -1,8 +1,12 @@
 """The Pollux job model and goodput (sim.goodput): hand-worked toy cases and bad input."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from goodput_helpers import STEPS, write_profile, write_workload
 from sim.engine import simulate
@@ -35,6 +39,22 @@ def test_profile_epochs_and_statistics(profiles):
     assert app.step_times((2,), 8) == (0.20, 0.05)
     assert app.step_times((2,), 6) == pytest.approx((0.16, 0.035))
     assert app.step_times((2, 2), 8) == (0.30, 0.13)             # rotation of 22 is itself
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 4096), min_size=1, max_size=6, unique=True),
+       batch=st.one_of(st.integers(0, 5000), st.floats(0, 5000, allow_nan=False)),
+       epoch=st.integers(-3, 8), seed=st.integers(0, 2**31))
+def test_one_batch_lookup_is_the_vector_lookup(profiles, sizes, batch, epoch, seed):
+    # the scalar path of Application._at (one batch, one epoch) against its array path, to the
+    # bit: batches below, above and at the validated sizes, epochs outside the table
+    app = Application.load(profiles / "toy")
+    sizes = np.sort(np.array(sizes, np.int64))
+    table = np.random.default_rng(seed).uniform(-1, 1, (sizes.size, 5))
+    app = dataclasses.replace(app, batch_sizes=sizes, _batch_floats=())
+    one = app._at(table, batch, epoch)
+    vec = app._at(table, np.array([batch], float), np.array([epoch]))[0]
+    assert np.ndim(one) == 0 and one == vec
 
 
 def test_gain_is_pollux_efficiency_times_scale():
