@@ -71,6 +71,7 @@ class GoodputOracle:
                                   f"expected {list(self.models)}")
         self.theta_typed = {t: _thetas(apps) for t, apps in self.typed.items()}
         self.job_batch = np.asarray(self.job_batch, np.int64)
+        self._rate_memo: dict[tuple[int, int, int], float] = {}
 
     def app(self, model: int, gpu_type: str | None = None) -> Application:
         """The application of ``model``; its profile on ``gpu_type`` where there are per-type ones."""
@@ -91,12 +92,18 @@ class GoodputOracle:
         m = np.asarray(model_idx, np.int64)
         r = np.asarray(ngpu, np.int64)
         n = np.maximum(np.asarray(n_nodes, np.int64), 1)
-        out = np.zeros(m.shape)
-        for a in np.unique(m):
-            sel = (m == a) & (r > 0)
-            if sel.any():
-                out[sel] = self._base_rate(int(a), r[sel], n[sel])
-        return out
+        keys = list(zip(m.ravel().tolist(), r.ravel().tolist(), n.ravel().tolist()))
+        self._remember_rates({k for k in keys if k[1] > 0 and k not in self._rate_memo})
+        return np.array([self._rate_memo.get(k, 0.0) for k in keys], float).reshape(m.shape)
+
+    def _remember_rates(self, keys: set) -> None:
+        """Compute the base rates of (model, GPUs, nodes) ``keys`` (one vectorized call per model)
+        into the memo: a rate depends on nothing else, and the job model asks for the same few
+        placements thousands of times a run."""
+        for a in sorted({k[0] for k in keys}):
+            mine = sorted(k for k in keys if k[0] == a)
+            rates = self._base_rate(a, np.array([k[1] for k in mine]), np.array([k[2] for k in mine]))
+            self._rate_memo.update(zip(mine, rates.tolist()))
 
     def _base_rate(self, a: int, r: np.ndarray, n: np.ndarray) -> np.ndarray:
         app = self.applications[a]
