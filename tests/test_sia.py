@@ -89,6 +89,35 @@ def test_restart_factor_scales_only_jobs_that_held_a_configuration():
     assert cost.tolist() == [[2.0, 0.58], [1.0, 0.58]]
 
 
+def test_goodput_row_searches_batches_up_to_the_workloads_batch_size(tmp_path):
+    # The Sia simulator scores a configuration at batches up to the job's workload batch_size
+    # (job.py get_speedup_fn: target_batch_size), not the application's largest (16 here).
+    from types import SimpleNamespace
+    from goodput_helpers import write_profile
+    from sim.goodput.goodput import optimize
+    from sim.goodput.profiles import Application
+    write_profile(tmp_path)
+    app = Application.load(tmp_path / "toy")
+    theta = np.array([0.01, 0.001, 0.05, 0.001, 0.02, 0.001, 1.0, 0.0])
+    pol = Sia()
+    pol.configs = sia_configs(cluster_from_groups("toy", [{"count": 2, "gpus": 4, "type": "t4"}]))
+    pol.source_order = [0]
+    pol.job_models = lambda j: {0: theta}
+    oracle = SimpleNamespace(job_batch=np.array([8, 0]), app=lambda m, t=None: app)
+    pol.model = SimpleNamespace(oracle=oracle, oracle_model=lambda j: 0,
+                                stat_batch=np.array([8.0, 8.0]), stat_epoch=np.array([0, 0]))
+    sqr, var = app.grad_stats(8.0, 0)
+    r = pol.configs.gpus
+    n = -(-r // pol.configs.per_node[0])
+
+    def row(cap):
+        return optimize(theta, sqr, var, app.init_batch_size, n, r, cap, (app.min_local_bsz, app.max_local_bsz))[0]
+    assert pol.batch_cap(0) == 8 and pol.batch_cap(1) == app.max_batch_size == 16
+    np.testing.assert_array_equal(pol.job_goodputs(0), row(8))
+    np.testing.assert_array_equal(pol.job_goodputs(1), row(16))
+    assert not np.array_equal(row(8), row(16))
+
+
 def test_placement_takes_whole_nodes_first():
     free = np.array([4, 2, 4, 4])
     per_job = [[], []]

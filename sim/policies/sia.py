@@ -10,8 +10,9 @@ Every ``round_s`` = 60 s:
   a job may take those with ``1 <= GPUs <= min(max(2 x the most GPUs it has run on, 1), 64,
   M_max / b_min)`` (observed models: the most GPUs of a configuration it has trained on, as their
   ``max_profiled_replicas``);
-* **goodput** of a configuration: the best goodput (batch size and accumulation optimized) of the
-  job's 7-parameter model on that type with the gradient statistics it last measured.  With
+* **goodput** of a configuration: the best goodput (batch size and accumulation optimized, the
+  batch at most the workload's ``batch_size``, :meth:`Sia.batch_cap`) of the job's 7-parameter
+  model on that type with the gradient statistics it last measured.  With
   ``throughput_models="observed"`` (default, the authors' simulator) that model is fitted online
   on the configurations the job has run on that type (:mod:`sim.goodput.observed`: one run on 1
   GPU predicts near-linear scaling, a few runs on one node extrapolate to several nodes from
@@ -170,9 +171,20 @@ class Sia(GoodputPolicy):
             n = -(-r // cfg.per_node[src])
             a = m.oracle.app(model, cfg.types[src])
             g = optimize(theta[src], sqr, var, app.init_batch_size, n, r,
-                         app.max_batch_size, (a.min_local_bsz, a.max_local_bsz))[0]
+                         self.batch_cap(j), (a.min_local_bsz, a.max_local_bsz))[0]
             out[cols] = g * (1.0 if src == t else self.ratio[model, t, src])
         return out
+
+    def batch_cap(self, j: int) -> int:
+        """Largest global batch the goodput row of job ``j`` may choose: the workload's batch size
+        where it gives one, else the application's largest.  The Sia simulator's jobs carry
+        ``target_batch_size`` = the workload's ``batch_size`` and its ``get_speedup_fn`` caps the
+        batch search there (``job.py``), while the job itself trains with batches up to the
+        application's largest (``update_local_bsz``; our job model likewise): the ILP scores
+        configurations at the workload's batch, the job runs at its own."""
+        batch = self.model.oracle.job_batch
+        app = self.model.oracle.app(self.model.oracle_model(j))
+        return int(batch[j]) if j < batch.shape[0] and batch[j] > 0 else app.max_batch_size
 
     def job_models(self, j: int) -> dict[int, np.ndarray]:
         """Type index -> the step-time model job ``j`` predicts with there, for the types it has a
