@@ -169,3 +169,63 @@ def test_missing_placements_file(tmp_path):
 
 def test_steps_fixture_is_consistent():
     assert all(st > sy for v in STEPS.values() for st, sy in v.values())
+
+
+#: (M0, b_min, b_max, cap, sha256[:16] of the candidate atomic batches and accumulation steps as
+#: int64 bytes) of the Sia simulator's ``GoodputFunction.optimize`` with float32 GPU counts
+#: [1, 2, 3, 4, 8, 12, 16, 20, 24, 32, 40, 48, 64], computed with numpy 1.23.5 (its stack) by a script that repeats their lines
+#: (docs/goodput.md, "float32 rows"); 60 draws of a seeded generator.
+SIA_FLOAT32_CANDIDATES = [
+    [64, 16, 256, 777, "f5d10cdff756b136"], [8, 2, 32, 777, "1749b4b598595ba5"],
+    [16, 4, 128, 512, "cfb2da3283e00270"], [16, 64, 128, 512, "8716c587414bc2c3"],
+    [128, 16, 16, 128, "124ccdeb732cc0a9"], [256, 50, 1600, 1600, "e48641051769961b"],
+    [192, 4, 16, 3200, "74a7166fd183082b"], [8, 4, 4, 512, "56c5905d9be7e506"],
+    [256, 2, 8, 512, "c118d43990822b12"], [256, 2, 16, 320, "2749679e3392b65c"],
+    [8, 50, 50, 320, "783272b4b6a83cd6"], [64, 16, 16, 777, "8a12920d5b3b3131"],
+    [192, 100, 100, 3200, "49bf98380ffdba5d"], [32, 16, 512, 320, "09b59a403de8da71"],
+    [192, 2, 4, 777, "502f1b2ce84a3914"], [32, 16, 32, 128, "60b97a7fbb4b72fc"],
+    [32, 32, 128, 3200, "283ac0fe19903226"], [32, 32, 512, 777, "9457892fafd06f74"],
+    [32, 1, 16, 1600, "bed625830ca5240a"], [256, 16, 64, 256, "b9d2158aef4483b3"],
+    [64, 32, 512, 4096, "9ea1bdb507606311"], [16, 32, 512, 320, "8ee76f887868abcb"],
+    [32, 64, 512, 1600, "56f856889023b51a"], [128, 16, 512, 3200, "2bc7bae7735a8b3f"],
+    [8, 2, 16, 4096, "05a90532781be177"], [8, 50, 800, 3200, "f7dcd9aff0118c87"],
+    [256, 2, 16, 4096, "7c5a4cd6b6483dc1"], [32, 2, 8, 64, "b7b562e06c38e4f5"],
+    [16, 64, 1024, 4096, "bebd9f64768c5282"], [192, 64, 128, 512, "eb779e51cc222d9c"],
+    [128, 4, 128, 128, "2bd332ec0cdf30bc"], [192, 32, 64, 3200, "afb0e566285af816"],
+    [32, 64, 2048, 320, "fba0d956c0e23eac"], [64, 2, 32, 2048, "fbd33e5a3120b1d3"],
+    [192, 64, 2048, 777, "cdd7a8a671288389"], [256, 2, 2, 512, "0c0e06a3ea310512"],
+    [32, 100, 1600, 512, "ba22b85e5c7bed79"], [128, 32, 1024, 128, "53f20ed7706914de"],
+    [64, 50, 200, 777, "f62311c38f6069ed"], [256, 64, 256, 4096, "0f28370f37417e9a"],
+    [8, 32, 64, 320, "52662a5d7c97e42a"], [128, 50, 1600, 320, "f8b4686c5ebac834"],
+    [256, 64, 128, 256, "097b6ee97c67937b"], [192, 64, 256, 192, "a5a2812a671270eb"],
+    [16, 8, 128, 384, "9013a4faf890c838"], [8, 50, 800, 128, "d37713ad08080b0d"],
+    [64, 8, 64, 64, "c8227149fb5e418d"], [128, 4, 32, 512, "ec83d297551ce202"],
+    [128, 1, 4, 2048, "8465da4c21860e22"], [192, 8, 8, 3200, "4faebab18313cf95"],
+    [64, 32, 32, 512, "45924943ba8863e6"], [256, 64, 128, 2048, "e8fb7a94c41d4a73"],
+    [8, 64, 128, 384, "8cc5fbd4db2870bc"], [256, 16, 512, 256, "2ddd01f235386873"],
+    [192, 100, 100, 320, "709b7494a0cfcc6a"], [16, 4, 8, 64, "d59f809466aea130"],
+    [256, 4, 128, 3200, "a9b93ad8b07db470"], [16, 50, 800, 128, "d37713ad08080b0d"],
+    [8, 8, 8, 512, "eaadabf0b0c14ec5"], [64, 32, 256, 512, "bb9d7a9c73a0587b"],
+]
+
+
+def test_float32_candidates_are_the_sia_simulators_bit_for_bit():
+    import hashlib
+    from sim.goodput.goodput import float32_candidates
+    r = np.array([1, 2, 3, 4, 8, 12, 16, 20, 24, 32, 40, 48, 64], float)
+    differ = 0
+    for init, lo_b, hi_b, cap, digest in SIA_FLOAT32_CANDIDATES:
+        atomic, steps = float32_candidates(r, init, lo_b, hi_b, cap)
+        assert hashlib.sha256(atomic.tobytes() + steps.tobytes()).hexdigest()[:16] == digest
+        b64 = np.geomspace(np.maximum(init, lo_b * r), cap, 50)
+        differ += not np.array_equal(split_batch(b64 / r, r, init, hi_b)[0], atomic)
+    assert differ > 0                         # the float64 candidates differ on some
+
+
+def test_float32_candidates_score_a_batch_above_an_exact_cap():
+    # yolov3-like: 16 GPUs, b_min 4, cap 64 = 4 x 16.  numpy 1.23 in float32 draws the inner
+    # candidates as 64.00001, a per-GPU batch of 4.0000005, which rounds up to 5 (global 80);
+    # the endpoints stay 64 (per-GPU 4).  In float64 every candidate is per-GPU 4.
+    from sim.goodput.goodput import float32_candidates
+    atomic, steps = float32_candidates(np.array([16.0]), 8, 4, 16, 64)
+    assert atomic[0, 0] == atomic[-1, 0] == 4 and (atomic[1:-1, 0] == 5).all() and (steps == 0).all()

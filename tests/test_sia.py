@@ -110,12 +110,15 @@ def test_goodput_row_searches_batches_up_to_the_workloads_batch_size(tmp_path):
     r = pol.configs.gpus
     n = -(-r // pol.configs.per_node[0])
 
-    def row(cap):
-        return optimize(theta, sqr, var, app.init_batch_size, n, r, cap, (app.min_local_bsz, app.max_local_bsz))[0]
+    def row(cap, f32):
+        return optimize(theta, sqr, var, app.init_batch_size, n, r, cap, (app.min_local_bsz, app.max_local_bsz),
+                        float32_batches=f32)[0]
     assert pol.batch_cap(0) == 8 and pol.batch_cap(1) == app.max_batch_size == 16
-    np.testing.assert_array_equal(pol.job_goodputs(0), row(8))
-    np.testing.assert_array_equal(pol.job_goodputs(1), row(16))
-    assert not np.array_equal(row(8), row(16))
+    for f32 in (True, False):
+        pol.float32_rows = f32
+        np.testing.assert_array_equal(pol.job_goodputs(0), row(8, f32))
+        np.testing.assert_array_equal(pol.job_goodputs(1), row(16, f32))
+        assert not np.array_equal(row(8, f32), row(16, f32))
 
 
 def test_placement_takes_whole_nodes_first():

@@ -83,19 +83,65 @@ def split_batch(local_bsz, n_gpus, init_batch, max_atomic, accumulation: bool = 
 
 
 def optimize(theta, grad_sqr, grad_var, init_batch, n_nodes, n_gpus, max_batch, atomic_range,
-             accumulation: bool = True):
-    """Best (goodput, atomic batch, accumulation steps) at each ``(n_nodes, n_gpus)`` (arrays)."""
+             accumulation: bool = True, float32_batches: bool = False):
+    """Best (goodput, atomic batch, accumulation steps) at each ``(n_nodes, n_gpus)`` (arrays).
+    ``float32_batches``: the candidate batches in float32 as the Sia simulator computes them
+    (:func:`float32_candidates`)."""
     n = np.atleast_1d(np.asarray(n_nodes, float))
     r = np.atleast_1d(np.asarray(n_gpus, float))
     lo_b, hi_b = atomic_range
-    lo = np.maximum(init_batch, lo_b * r)
-    batch = np.geomspace(lo, max_batch, BATCH_CANDIDATES)            # [candidates, configs]
-    atomic, steps = split_batch(batch / r, r, init_batch, hi_b, accumulation)
+    if float32_batches:
+        atomic, steps = float32_candidates(r, int(init_batch), int(lo_b), int(hi_b), int(max_batch),
+                                           accumulation)
+    else:
+        lo = np.maximum(init_batch, lo_b * r)
+        batch = np.geomspace(lo, max_batch, BATCH_CANDIDATES)            # [candidates, configs]
+        atomic, steps = split_batch(batch / r, r, init_batch, hi_b, accumulation)
     g = goodput(theta, grad_sqr, grad_var, init_batch, n, r, atomic, steps)
     g = np.where((atomic >= lo_b) & (atomic <= hi_b), g, 0.0)
     best = np.argmax(g, axis=0)
     cols = np.arange(g.shape[1])
     return g[best, cols], atomic[best, cols], steps[best, cols]
+
+
+def float32_candidates(r: np.ndarray, init_batch: int, lo_b: int, hi_b: int, max_batch: int,
+                       accumulation: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(atomic batch, accumulation steps) of the candidate batches [candidates, configs] as the Sia
+    simulator computes them: its ``_compute_goodputs_v2`` passes the GPU counts as float32, so
+    numpy 1.23 (its stack) draws the candidates, per-GPU batches and accumulation steps in float32
+    (``GoodputFunction.optimize``).  Where the
+    smallest batch equals the largest (``b_min r`` = the workload's batch size), the inner
+    candidates come out as e.g. 64.00001 instead of 64, and a per-GPU batch of 4.0000005 rounds
+    up to 5: their row scores the configuration at a batch above the cap.  Written out step by
+    step so that numpy 2 gives the same bits (its own ``geomspace`` differs)."""
+    r32 = np.asarray(r, np.float32)
+    lo = np.maximum(np.float32(init_batch), np.float32(lo_b) * r32)
+    batch = _geomspace_numpy123(lo, np.float32(max_batch), BATCH_CANDIDATES)
+    local = batch / r32
+    if accumulation:
+        s = np.ceil(local / np.float32(hi_b) - np.float32(EPS)) - np.float32(1)
+        s = np.where((r32 == 1) & (local > np.float32(init_batch + EPS)), np.maximum(s, np.float32(1)), s)
+        s = s.astype(np.int64)
+    else:
+        s = np.zeros(local.shape, np.int64)
+    return np.ceil(local / (s + 1) - EPS).astype(np.int64), s
+
+
+def _geomspace_numpy123(start: np.ndarray, stop: np.float32, num: int) -> np.ndarray:
+    """numpy 1.23's ``geomspace(start, stop, num)`` of a float32 array and a scalar, every step in
+    float32: logarithms, its ``linspace`` (a float32 ``arange`` times the step, or divided by
+    ``num - 1`` then times the span where a step is 0), the power of 10, the exact endpoints."""
+    log_start, log_stop = np.log10(start), np.log10(stop)
+    delta = log_stop - log_start
+    div = np.float32(num - 1)
+    y = np.arange(num, dtype=np.float32).reshape(-1, 1)
+    step = delta / div
+    y = (y / div) * delta if np.any(step == 0) else y * step
+    y = y + log_start
+    y[-1] = log_stop
+    out = np.power(np.float32(10.0), y)
+    out[0], out[-1] = start, stop
+    return out
 
 
 def speedup_tables(theta, grad_sqr, grad_var, init_batch, max_batch, min_atomic, max_atomic,

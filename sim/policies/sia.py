@@ -12,7 +12,10 @@ Every ``round_s`` = 60 s:
   ``max_profiled_replicas``);
 * **goodput** of a configuration: the best goodput (batch size and accumulation optimized, the
   batch at most the workload's ``batch_size``, :meth:`Sia.batch_cap`) of the job's 7-parameter
-  model on that type with the gradient statistics it last measured.  With
+  model on that type with the gradient statistics it last measured; with ``float32_rows`` (default)
+  the candidate batches are drawn in float32 as the Sia simulator draws them
+  (:func:`sim.goodput.goodput.float32_candidates`: at ``b_min r`` = the cap it scores a batch just
+  above the cap).  With
   ``throughput_models="observed"`` (default, the authors' simulator) that model is fitted online
   on the configurations the job has run on that type (:mod:`sim.goodput.observed`: one run on 1
   GPU predicts near-linear scaling, a few runs on one node extrapolate to several nodes from
@@ -91,8 +94,10 @@ class Sia(GoodputPolicy):
     def __init__(self, placement: str = "consolidated", p: float = P_FAIRNESS, lambda_n: float = LAMBDA_N,
                  mip_rel_gap: float = MIP_REL_GAP, time_limit_s: float = TIME_LIMIT_S,
                  max_config_gpus: int = MAX_CONFIG_GPUS, goodput_clip: float = GOODPUT_CLIP,
-                 throughput_models: str = "observed", placement_rule: str = "peer"):
+                 throughput_models: str = "observed", placement_rule: str = "peer",
+                 float32_rows: bool = True):
         super().__init__(placement)
+        self.float32_rows = bool(float32_rows)
         if placement_rule not in PLACEMENT_RULES:
             raise ConfigError(f"policy sia: placement_rule must be one of {PLACEMENT_RULES}, "
                               f"got {placement_rule!r}")
@@ -113,7 +118,7 @@ class Sia(GoodputPolicy):
         return {**super().params(), "p": self.p, "lambda_n": self.lambda_n, "mip_rel_gap": self.mip_rel_gap,
                 "time_limit_s": self.time_limit_s, "max_config_gpus": self.max_config_gpus,
                 "goodput_clip": self.goodput_clip, "throughput_models": self.throughput_models,
-                "placement_rule": self.placement_rule}
+                "placement_rule": self.placement_rule, "float32_rows": self.float32_rows}
 
     def reset(self, n_jobs: int) -> None:
         self.configs: SiaConfigs | None = None
@@ -171,7 +176,8 @@ class Sia(GoodputPolicy):
             n = -(-r // cfg.per_node[src])
             a = m.oracle.app(model, cfg.types[src])
             g = optimize(theta[src], sqr, var, app.init_batch_size, n, r,
-                         self.batch_cap(j), (a.min_local_bsz, a.max_local_bsz))[0]
+                         self.batch_cap(j), (a.min_local_bsz, a.max_local_bsz),
+                         float32_batches=self.float32_rows)[0]
             out[cols] = g * (1.0 if src == t else self.ratio[model, t, src])
         return out
 
