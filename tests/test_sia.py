@@ -212,3 +212,24 @@ def test_peer_rule_restarts_a_kept_job_whose_per_node_tuple_changes():
     assert pol.placer.missed_restarts == 0 and pol.placer.shape_misses == 0
     with pytest.raises(ConfigError):
         Sia(placement_rule="nope")
+
+
+def test_tie_order_harness_changes_only_which_equal_cost_column_wins():
+    # scalability/sia_tie_order.py: one job, two one-GPU configurations of equal cost on two
+    # types; HiGHS takes the first column, so rotating the type order moves its pick to the
+    # other type, at the same objective, and the answer maps back to the original columns.
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "scalability" / "sia_tie_order.py"
+    spec = importlib.util.spec_from_file_location("sia_tie_order_for_test", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    args = (np.array([[1.0, 1.0]]), np.ones((1, 2), bool), np.array([0, 1]), np.array([1, 1]),
+            np.array([1, 1]), 1.1)
+    picks = {r: mod.rotated(solve_sia_ilp, r)(*args) for r in (0, 1)}
+    assert picks[0].objective == picks[1].objective == pytest.approx(1.0)
+    assert {picks[0].choice[0], picks[1].choice[0]} == {0, 1}, "HiGHS no longer takes the first tied column"
+    # a fixed (checkpoint-restoring) job keeps its column through the permutation and back
+    three = (np.array([[1.0, 1.0, 2.0]]), np.ones((1, 3), bool), np.array([0, 1, 1]), np.array([1, 1, 2]),
+             np.array([1, 2]), 1.1)
+    assert mod.rotated(solve_sia_ilp, 1)(*three, fixed=np.array([2])).choice.tolist() == [2]
