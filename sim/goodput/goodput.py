@@ -70,9 +70,11 @@ def goodput(theta, grad_sqr, grad_var, init_batch, n_nodes, n_gpus, atomic_bsz, 
     return thr / batch * gain(batch, init_batch, grad_sqr, grad_var)
 
 
-def split_batch(local_bsz, n_gpus, init_batch, max_atomic, accumulation: bool = True):
-    """(atomic batch, accumulation steps) of a per-GPU batch, Pollux's rule (module docstring)."""
-    local = np.asarray(local_bsz, float)
+def split_batch(local_bsz, n_gpus, init_batch, max_atomic, accumulation: bool = True, dtype=float):
+    """(atomic batch, accumulation steps) of a per-GPU batch, Pollux's rule (module docstring).
+    ``dtype``: of the per-GPU batch and the steps' arithmetic (float32: :func:`float32_candidates`,
+    with Python-int ``init_batch`` and ``max_atomic`` so that numpy keeps float32)."""
+    local = np.asarray(local_bsz, dtype)
     r = np.asarray(n_gpus)
     if accumulation:
         s = np.ceil(local / max_atomic - EPS) - 1
@@ -117,14 +119,7 @@ def float32_candidates(r: np.ndarray, init_batch: int, lo_b: int, hi_b: int, max
     r32 = np.asarray(r, np.float32)
     lo = np.maximum(np.float32(init_batch), np.float32(lo_b) * r32)
     batch = _geomspace_numpy123(lo, np.float32(max_batch), BATCH_CANDIDATES)
-    local = batch / r32
-    if accumulation:
-        s = np.ceil(local / np.float32(hi_b) - np.float32(EPS)) - np.float32(1)
-        s = np.where((r32 == 1) & (local > np.float32(init_batch + EPS)), np.maximum(s, np.float32(1)), s)
-        s = s.astype(np.int64)
-    else:
-        s = np.zeros(local.shape, np.int64)
-    return np.ceil(local / (s + 1) - EPS).astype(np.int64), s
+    return split_batch(batch / r32, r32, int(init_batch), int(hi_b), accumulation, dtype=np.float32)
 
 
 def _geomspace_numpy123(start: np.ndarray, stop: np.float32, num: int) -> np.ndarray:
