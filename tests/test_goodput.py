@@ -126,6 +126,30 @@ def test_optimize_picks_the_best_batch(profiles):
     assert app is not None
 
 
+@settings(max_examples=60, deadline=None)
+@given(scale=st.floats(0.01, 4.0), sqr=st.floats(0.0, 2.0), var=st.floats(0.0, 2.0),
+       gpus=st.lists(st.integers(1, 16), min_size=1, max_size=5), f32=st.booleans())
+def test_optimize_memo_answers_what_optimize_answers(scale, sqr, var, gpus, f32):
+    """The memo's answer is optimize's, bit for bit, on the first call and on a repeat; arguments
+    equal in value but not in type (an int for a float) are a different key, never a wrong hit."""
+    from sim.goodput.goodput import OptimizeMemo
+    memo = OptimizeMemo(size=2)
+    theta = np.array([0.05, 0.0125, 0.1, 0.001, 0.02, 0.001, 1.2, 0.0]) * scale
+    r = np.array(gpus)
+    n = -(-r // 4)
+    args = (theta, sqr, var, 8, n, r, 512, (4, 64))
+    want = optimize(*args, float32_batches=f32)
+    for _ in range(2):
+        got = memo(*args, float32_batches=f32)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+            assert not a.flags.writeable
+    assert (memo.hits, memo.misses) == (1, 1)
+    memo(theta, sqr, var, 8, n.astype(float), r, 512, (4, 64), float32_batches=f32)
+    memo(theta * 2, sqr, var, 8, n, r, 512, (4, 64), float32_batches=f32)
+    assert (memo.hits, memo.misses, len(memo._answers)) == (1, 3, 2)
+
+
 # -- bad input ----------------------------------------------------------------
 def test_application_without_profile_names_job_and_file(profiles, tmp_path):
     wl = write_workload(tmp_path / "w.csv", [("toy-0", 0, "toy", 1, 8), ("bert-7", 5, "bert", 1, 12)])

@@ -90,3 +90,50 @@ def test_a_configuration_counts_once_it_has_trained_past_its_restart_delay(tmp_p
     m._record_runs(120.0)                                  # trained from 90 to 120 s
     np.testing.assert_allclose(m.batch_model(0), fit_observed([1], [2], [4], [0.12], [0.02]))
     assert m.observed.most_gpus(0) == 2
+
+
+# -- the fit's Numba kernel against its numpy reference ------------------------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from reference_observed_fit import fit_terms_reference  # noqa: E402
+from sim.goodput.observed_kernels import fit_terms  # noqa: E402
+
+
+def _numpy_math_is_libm() -> bool:
+    """numpy's float64 log and power give the C library's bits (no AVX-512 versions)."""
+    import math
+    probe = np.geomspace(1e-9, 1e9, 257) * 1.0000001
+    return (all(np.log(probe) == [math.log(v) for v in probe])
+            and all(probe ** 1.37 == [math.pow(v, 1.37) for v in probe]))
+
+
+_positive = st.floats(1e-8, 50.0)
+
+
+@st.composite
+def _fit_points(draw):
+    n = draw(st.integers(1, 12))
+    nodes = np.array(draw(st.lists(st.integers(1, 4), min_size=n, max_size=n)), float)
+    gpus = nodes * np.array(draw(st.lists(st.integers(1, 4), min_size=n, max_size=n)), float)
+    bsz = np.array(draw(st.lists(st.integers(1, 512), min_size=n, max_size=n)), float)
+    logs = st.lists(st.floats(-8.0, 3.0), min_size=n, max_size=n)
+    return nodes, gpus, bsz, np.array(draw(logs)), np.array(draw(logs))
+
+
+@settings(max_examples=300, deadline=None)
+@given(x6=st.lists(_positive, min_size=6, max_size=6),
+       g=st.one_of(st.just(1.0), st.just(10.0), st.floats(1.0, 10.0)),
+       points=_fit_points())
+def test_fit_terms_kernel_matches_the_numpy_reference(x6, g, points):
+    """Every per-point term with the reference's bits where numpy's log and power are libm's (else
+    within 2 ULP): edge cases one GPU (no network term), two GPUs (retrogression at its floor),
+    gamma at both bounds."""
+    x = np.array(x6 + [g])
+    got = fit_terms(x, x[6] ** 2, *points)
+    want = fit_terms_reference(x, *points)
+    for a, b in zip(got, want):
+        assert a.shape == b.shape
+        if _numpy_math_is_libm():
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_array_max_ulp(a, b, maxulp=2)

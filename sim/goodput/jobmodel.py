@@ -45,7 +45,7 @@ import numpy as np
 from ..state import JobSpecs, Plan, SchedState
 from ..calibration.models import pollux_iter_time
 from ..errors import TraceError
-from .goodput import EPS, gain, optimize, split_batch
+from .goodput import EPS, gain, optimize_memo, split_batch
 from .observed import ObservedProfiles
 from .oracle import GoodputOracle
 
@@ -170,7 +170,7 @@ class JobModel:
         theta = self.batch_model(job, gpu_type) if fixed <= 0 and self.adaptive else None
         if theta is not None:
             sqr, var = app.grad_stats(self.stat_batch[job], self.stat_epoch[job])
-            _, atomic, steps = optimize(theta, sqr, var, app.init_batch_size, n, r, app.max_batch_size,
+            _, atomic, steps = optimize_memo(theta, sqr, var, app.init_batch_size, n, r, app.max_batch_size,
                                         (app.min_local_bsz, app.max_local_bsz))
             atomic, steps = int(atomic[0]), int(steps[0])
         else:

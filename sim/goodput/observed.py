@@ -35,6 +35,7 @@ from scipy.optimize import Bounds, minimize
 
 from ..blas import one_blas_thread
 from ..calibration.models import LOWER_BOUND
+from .observed_kernels import fit_terms
 
 __all__ = ["fit_observed", "ObservedProfiles"]
 
@@ -48,16 +49,6 @@ FIT_TOL = 1e-5
 NETWORK_PRIOR = 1.1
 
 
-def _network_terms(x: np.ndarray, nodes: np.ndarray, gpus: np.ndarray):
-    """(network time, index of its alpha or -1, its retrogression multiplier): the inter-node terms
-    (2, 3) on several nodes, the intra-node ones (4, 5) on several GPUs of one node, else 1e-8."""
-    which = np.where(nodes > 1, 2, np.where(gpus > 1, 4, -1))
-    alpha = np.where(which >= 0, x[np.maximum(which, 0)], LOWER_BOUND)
-    beta = np.where(which >= 0, x[np.maximum(which, 0) + 1], LOWER_BOUND)
-    retro = np.maximum(gpus - 2, LOWER_BOUND)
-    return alpha + beta * retro, which, retro
-
-
 def _rms_and_grad(err: np.ndarray, derr: np.ndarray) -> tuple[float, np.ndarray]:
     """sqrt(mean(err^2)) and its gradient, from ``derr`` = d err / d x ([params, points])."""
     rms = float(np.sqrt(np.mean(err ** 2)))
@@ -67,29 +58,19 @@ def _rms_and_grad(err: np.ndarray, derr: np.ndarray) -> tuple[float, np.ndarray]
 
 
 def _objective(x: np.ndarray, nodes, gpus, bsz, log_compute, log_step) -> tuple[float, np.ndarray]:
-    """Pollux's fit objective (module docstring) and its gradient."""
+    """Pollux's fit objective (module docstring) and its gradient: the per-point terms by
+    :func:`~sim.goodput.observed_kernels.fit_terms`, the reductions and the prior here."""
     g = x[6]
-    compute = x[0] + x[1] * bsz
-    net, which, retro = _network_terms(x, nodes, gpus)
-    cg, ng = compute ** g, net ** g
-    total = cg + ng
-    d_compute = np.zeros((7, bsz.shape[0]))
-    d_compute[0], d_compute[1] = 1.0, bsz
-    err1, grad1 = _rms_and_grad(np.log(compute) - log_compute, d_compute / compute)
-    d_log_step = d_compute * (cg / compute / total)
-    for k in (2, 4):
-        on = which == k
-        d_log_step[k] = np.where(on, ng / net / total, 0.0)
-        d_log_step[k + 1] = d_log_step[k] * retro
-    d_log_step[6] = (cg * np.log(compute) + ng * np.log(net)) / (g * total) - np.log(total) / g ** 2
-    err2, grad2 = _rms_and_grad(np.log(total) / g - log_step, d_log_step)
+    err1, derr1, err2, derr2 = fit_terms(x, g ** 2, nodes, gpus, bsz, log_compute, log_step)
+    rms1, grad1 = _rms_and_grad(err1, derr1)
+    rms2, grad2 = _rms_and_grad(err2, derr2)
     reg = 1e-3 * (g - 1.0) ** 2 + 1e-2 * ((x[3] / x[2]) ** 2 + (x[5] / x[4]) ** 2)
     d_reg = np.zeros(7)
     d_reg[6] = 2e-3 * (g - 1.0)
     for a in (2, 4):
         d_reg[a + 1] = 2e-2 * x[a + 1] / x[a] ** 2
         d_reg[a] = -2e-2 * x[a + 1] ** 2 / x[a] ** 3
-    return err1 + err2 + reg, grad1 + grad2 + d_reg
+    return rms1 + rms2 + reg, grad1 + grad2 + d_reg
 
 
 def _pinned(nodes, gpus, bsz, compute) -> dict[int, float]:

@@ -49,7 +49,7 @@ from collections import Counter
 import numpy as np
 
 from ..errors import ConfigError
-from ..goodput.goodput import optimize
+from ..goodput.goodput import optimize_memo
 from ..goodput.sia_configs import MAX_CONFIG_GPUS, SiaConfigs, sia_configs, single_gpu_throughput
 from ..state import Plan, SchedState
 from .goodput_base import GoodputPolicy, csr_plan, current_pairs
@@ -175,7 +175,7 @@ class Sia(GoodputPolicy):
             r = cfg.gpus[cols]
             n = -(-r // cfg.per_node[src])
             a = m.oracle.app(model, cfg.types[src])
-            g = optimize(theta[src], sqr, var, app.init_batch_size, n, r,
+            g = optimize_memo(theta[src], sqr, var, app.init_batch_size, n, r,
                          self.batch_cap(j), (a.min_local_bsz, a.max_local_bsz),
                          float32_batches=self.float32_rows)[0]
             out[cols] = g * (1.0 if src == t else self.ratio[model, t, src])
