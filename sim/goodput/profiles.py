@@ -155,6 +155,7 @@ class Application:
     _cache: dict = field(default_factory=dict, repr=False)
     _interp: object = field(default=None, repr=False)
     _batch_floats: tuple = field(default=(), repr=False)
+    _epoch_starts: np.ndarray | None = field(default=None, init=False, repr=False)
 
     # -- loading -----------------------------------------------------------
     @classmethod
@@ -213,9 +214,13 @@ class Application:
 
     @property
     def epoch_progress(self) -> np.ndarray:
-        """Progress at which each epoch 0..max_epochs starts (float64, ``max_epochs + 1``)."""
-        ends = self.progress[:, :self.max_epochs].min(axis=0)
-        return np.concatenate([[0.0], ends])
+        """Progress at which each epoch 0..max_epochs starts (float64, ``max_epochs + 1``; computed
+        once, read-only)."""
+        if self._epoch_starts is None:
+            starts = np.concatenate([[0.0], self.progress[:, :self.max_epochs].min(axis=0)])
+            starts.flags.writeable = False
+            self._epoch_starts = starts
+        return self._epoch_starts
 
     @property
     def target_progress(self) -> float:

@@ -32,7 +32,7 @@ def efficiency(batch, ref_batch, phi) -> np.ndarray:
     M = np.asarray(batch, float)
     M0 = np.asarray(ref_batch, float)
     p = np.asarray(phi, float)
-    if np.any(M <= 0) or np.any(M0 <= 0) or np.any(p < 0):
+    if (M <= 0).any() or (M0 <= 0).any() or (p < 0).any():
         raise ConfigError("efficiency needs batch > 0, ref_batch > 0 and phi >= 0")
     return (p + M0) / (p + M)
 
