@@ -47,6 +47,31 @@ def test_engine_matches_reference(name, toy):
     np.testing.assert_array_equal(res.restarts, ref["restarts"])
 
 
+@pytest.mark.parametrize("name", GOODPUT)
+def test_decisions_between_rounds_take_the_kept_placement_shortcut_with_the_same_run(name, toy, monkeypatch):
+    """Between rounds a goodput policy keeps every job where it is; the job model then reads each
+    job's allocation and GPU types from when it last moved instead of comparing placements.  The
+    run is the same, bit for bit, with the shortcut off."""
+    import sim.goodput.jobmodel as jobmodel
+    table, oracle = toy
+    jobs = job_specs(table, oracle)
+    params = SMALL.get(name, {})
+    taken = []
+    keeps = jobmodel._keeps_placement
+
+    def counted(state, plan):
+        taken.append(keeps(state, plan))
+        return taken[-1]
+
+    monkeypatch.setattr(jobmodel, "_keeps_placement", counted)
+    fast = run_jobs(_cluster(), jobs, get_policy(name, **params), oracle, EngineConfig())
+    monkeypatch.setattr(jobmodel, "_keeps_placement", lambda state, plan: False)
+    full = run_jobs(_cluster(), jobs, get_policy(name, **params), oracle, EngineConfig())
+    assert any(taken) and not all(taken)
+    np.testing.assert_array_equal(fast.finish, full.finish)
+    np.testing.assert_array_equal(fast.restarts, full.restarts)
+
+
 def test_pollux_dp_search_runs(toy):
     table, oracle = toy
     res = run_jobs(_cluster(), job_specs(table, oracle), get_policy("pollux", search="dp"), oracle,

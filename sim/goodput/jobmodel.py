@@ -117,6 +117,8 @@ class JobModel:
         self._memo: dict[int, tuple] = {}
         self.observed = ObservedProfiles(observed_across_types) if observed else None
         self._running: dict[int, list] = {}             # job -> [observation, since, recorded]
+        self._held_types: dict[int, tuple] = {}          # job -> GPU types of the placement it holds
+        self._begun = None                              # (state, its epochs) of the decision begun
 
     # -- progress and epochs ----------------------------------------------
     def epochs(self, state: SchedState) -> np.ndarray:
@@ -276,14 +278,18 @@ class JobModel:
         """Start a decision: record what running jobs measured since the last one (statistics,
         GPU counts); returns the active jobs' epochs."""
         self.observe(state)
-        return self.epochs(state)
+        epochs = self.epochs(state)
+        epochs.flags.writeable = False                  # finish reads them again
+        self._begun = (state, epochs)
+        return epochs
 
     def finish(self, state: SchedState, plan: Plan, step: tuple[float, float] | None = None) -> Plan:
         """``plan`` with the rate scales of measured goodput and a wakeup at the next epoch end;
         updates the per-job memory (restarts, restart delays, configurations).  ``step``: the
         (start, end) of the policy's current round, for ``whole_second_epochs``."""
         ids, k = state.active, state.active.shape[0]
-        epoch = self.epochs(state)
+        begun, self._begun = self._begun, None
+        epoch = begun[1] if begun is not None and begun[0] is state else self.epochs(state)
         prog = state.jobs.work[ids] - state.remaining
         scale = np.ones(k)
         slow = (1.0 - self.oracle.interference * interfered_jobs(plan.indptr, plan.nodes, plan.counts)
@@ -292,19 +298,14 @@ class JobModel:
         step_begins = rounding and abs(state.now - step[0]) <= 1e-9 * max(1.0, abs(step[0]))
         wake = np.inf
         running: dict[int, tuple] = {}
+        kept = _keeps_placement(state, plan)
         for i in range(k):
-            new = placement_counts(plan.indptr, plan.nodes, plan.counts, i)
-            if not new:
-                continue
             j = int(ids[i])
-            moved = _moved(state, plan, i)
-            if moved:
-                charged = self.restarts[j] >= 0 or self.first_start_delay
-                self.resume_at[j] = state.now + (state.jobs.restart_delay[j] if charged else 0.0)
-                self.restarts[j] += 1
-                self.alloc_counts[j] = self._taken.get(j, new)
-            new = self.alloc_counts.get(j, new)
-            rate, batch, scale[i], obs = self._rate_and_scale(j, new, int(epoch[i]), self._types(state, plan, i))
+            held = self._held(state, plan, i, j, kept)
+            if held is None:
+                continue
+            new, types, moved = held
+            rate, batch, scale[i], obs = self._rate_and_scale(j, new, int(epoch[i]), types)
             rate, scale[i] = rate * slow[i], scale[i] * slow[i]
             running[j] = obs
             new_epoch = epoch[i] != self.cur_epoch[j]
@@ -326,6 +327,27 @@ class JobModel:
         if np.isfinite(wake):
             wakeup = wake if wakeup is None else min(wakeup, wake)
         return Plan(plan.indptr, plan.nodes, plan.counts, wakeup, scale)
+
+    def _held(self, state: SchedState, plan: Plan, i: int, j: int, kept: bool) -> tuple | None:
+        """(GPUs per node in allocation order, GPU types, moved) of job ``i`` (id ``j``) under
+        ``plan``, None without GPUs; a move starts a restart delay.  ``kept``: the plan is the
+        state's own placement (a decision between rounds), so no job moves and each keeps what
+        it was given when it last moved."""
+        if kept and j in self._held_types:
+            return (self.alloc_counts[j], self._held_types[j], False) if state.ngpu[i] > 0 else None
+        new = placement_counts(plan.indptr, plan.nodes, plan.counts, i)
+        if not new:
+            return None
+        moved = _moved(state, plan, i)
+        if moved:
+            charged = self.restarts[j] >= 0 or self.first_start_delay
+            self.resume_at[j] = state.now + (state.jobs.restart_delay[j] if charged else 0.0)
+            self.restarts[j] += 1
+            self.alloc_counts[j] = self._taken.get(j, new)
+        types = self._types(state, plan, i)
+        if j in self.alloc_counts:
+            self._held_types[j] = types
+        return self.alloc_counts.get(j, new), types, moved
 
     def _whole_second_end(self, j: int, begin: float, left: float, rate: float, step_end: float,
                           re_round: bool) -> tuple[float, float]:
@@ -369,6 +391,12 @@ def interfered_jobs(indptr, nodes, counts) -> np.ndarray:
     hit = np.zeros(k, bool)
     np.logical_or.at(hit, pairs[0], crowded[pairs[1]] & spread[pairs[0]])
     return hit
+
+
+def _keeps_placement(state: SchedState, plan: Plan) -> bool:
+    """``plan`` is the state's own placement arrays (a policy that keeps every job where it is)."""
+    return (plan.indptr is state.pl_indptr and plan.nodes is state.pl_nodes
+            and plan.counts is state.pl_counts)
 
 
 def _pairs(indptr, nodes, counts, i: int) -> list[tuple[int, int]]:
