@@ -92,6 +92,30 @@ def test_goodput_of_a_known_allocation(profiles):
     assert m.measured_rate(0, (1, 1), 0)[0] == pytest.approx((4 / 3) / 0.25)
 
 
+def test_sia_batch_limits_cap_an_adaptive_batch_at_the_placements_largest(tmp_path):
+    """The Sia simulator's ``update_local_bsz`` searches a job's own batch up to its placement's
+    largest measured per-GPU batch (``get_max_local_bsz``), not the application's.  Placement 2
+    (one node, 2 GPUs) is measured up to 4 per GPU here, the application up to 16: in epoch 2
+    (var 4: large batches pay) the job takes 8 per GPU on (2,) without the limits, 4 with them;
+    on (1, 1), measured up to 16, both take 8."""
+    from sim.state import JobSpecs
+    steps = dict(STEPS)
+    steps["2"] = {4: (0.12, 0.02)}
+    app = Application.load(write_profile(tmp_path, steps=steps))
+    assert (app.max_local_bsz, app.max_local_bsz_at((2,))) == (16, 4.0)
+    one = np.ones(1)
+    jobs = JobSpecs(arrival=np.zeros(1), demand=np.array([2], np.int32), gpus_min=np.array([1], np.int32),
+                    gpus_max=np.array([4], np.int32), model=np.zeros(1, np.int32), work=300 * one,
+                    est_duration=one, priority=one, restart_delay=30 * one)
+    picks = {}
+    for limits in (False, True):
+        m = JobModel(GoodputOracle((app,), job_batch=np.array([0])), jobs, adaptive=True, sia_batch_limits=limits)
+        m.started[0], m.stat_batch[0], m.stat_epoch[0] = True, 8, 2
+        picks[limits] = (m.config(0, 1, 2, None, (2,)), m.config(0, 2, 2, None, (1, 1)))
+    assert picks[False] == ((8, 0), (8, 0))
+    assert picks[True] == ((4, 0), (8, 0))
+
+
 def test_job_finishes_when_weighted_progress_reaches_target(profiles, tmp_path):
     # one job, 2 GPUs, batch 16, epochs of 100 progress at 6.667, 7.5 and 8.333 per second:
     # 15 + 13.333 + 12 s, after the 30 s re-scale delay its first start pays (as in the authors'

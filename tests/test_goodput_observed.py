@@ -64,7 +64,7 @@ def test_profiles_refit_on_new_configurations_only():
     assert p.theta(0, "a100") is None and p.theta(1, "t4") is None
 
 
-def _observed_model(tmp_path):
+def _observed_model(tmp_path, **options):
     from sim.goodput.jobmodel import JobModel
     from sim.goodput.oracle import GoodputOracle
     from sim.goodput.profiles import Application
@@ -75,7 +75,7 @@ def _observed_model(tmp_path):
     jobs = JobSpecs(arrival=np.zeros(1), demand=np.array([2], np.int32), gpus_min=np.array([1], np.int32),
                     gpus_max=np.array([2], np.int32), model=np.zeros(1, np.int32), work=300 * one,
                     est_duration=one, priority=one, restart_delay=30 * one)
-    return JobModel(oracle, jobs, adaptive=True, observed=True)
+    return JobModel(oracle, jobs, adaptive=True, observed=True, **options)
 
 
 def test_a_configuration_counts_once_it_has_trained_past_its_restart_delay(tmp_path):
@@ -90,6 +90,31 @@ def test_a_configuration_counts_once_it_has_trained_past_its_restart_delay(tmp_p
     m._record_runs(120.0)                                  # trained from 90 to 120 s
     np.testing.assert_allclose(m.batch_model(0), fit_observed([1], [2], [4], [0.12], [0.02]))
     assert m.observed.most_gpus(0) == 2
+
+
+def test_with_batch_at_segments_a_job_keeps_its_configuration_until_a_segment_begins(tmp_path):
+    """The Sia simulator re-picks a job's batch only after an epoch crossing, at a step's end and on
+    a move (``Job.step``, ``reallocate``).  Here the job's first observation (4 per GPU on 2 GPUs)
+    makes its model predict near-linear scaling, so it picks 8 per GPU (global 16); a second
+    observation shows 8 per GPU is slow (0.6 s a step).  Between rounds it keeps 8 per GPU; when a
+    segment begins it re-picks 4 per GPU (global 8) with the refitted model."""
+    m = _observed_model(tmp_path, batch_at_segments=True)
+    m.started[0] = True
+    m.stat_batch[0], m.stat_epoch[0] = 16, 2
+    m.observed.record(0, None, 1, 2, 4, 0.12, 0.02)
+    first = m._segment_rate(0, (2,), 2, (None,), True)
+    assert first[1] == 16 and first[3][3] == 8
+    m.observed.record(0, None, 1, 2, 8, 0.60, 0.05)
+    assert m._segment_rate(0, (2,), 2, (None,), False) is first
+    again = m._segment_rate(0, (2,), 2, (None,), True)
+    assert again[1] == 8 and again[3][3] == 4
+    assert again == m._rate_and_scale(0, (2,), 2, (None,))
+    free = _observed_model(tmp_path, batch_at_segments=False)
+    free.started[0] = True
+    free.stat_batch[0], free.stat_epoch[0] = 16, 2
+    free.observed.record(0, None, 1, 2, 4, 0.12, 0.02)
+    free.observed.record(0, None, 1, 2, 8, 0.60, 0.05)
+    assert free._segment_rate(0, (2,), 2, (None,), False)[1] == 8
 
 
 # -- the fit's Numba kernel against its numpy reference ------------------------------------------

@@ -82,17 +82,24 @@ class JobModel:
     all GPU types (:class:`~sim.goodput.observed.ObservedProfiles` ``across_types``).
     ``first_start_delay``: the engine charges the restart delay at a job's first start too
     (:class:`~sim.engine.EngineConfig`); the restart delays this model tracks follow it.
-    ``sia_batch_limits``: a fixed batch is split with the Sia simulator's limits (its
-    ``update_local_bsz``): the placement's own largest per-GPU batch
+    ``sia_batch_limits``: the Sia simulator's limits on a job's own batch (its
+    ``update_local_bsz``): a fixed batch is split, and an adaptive one searched, up to the
+    placement's own largest per-GPU batch
     (:meth:`~sim.goodput.profiles.Application.max_local_bsz_at`) instead of the profile's, then
-    the atomic batch capped at the largest measured on that many GPUs.
+    the atomic batch is capped at the largest measured on that many GPUs.
+    ``batch_at_segments``: a running job keeps its configuration until it moves, enters a new
+    epoch or a round begins, as the Sia simulator's ``Job.step`` calls ``update_local_bsz`` only
+    after each epoch crossing and at the end of each step (and ``reallocate`` on a move); other
+    jobs' epoch ends between rounds do not make it re-pick (without this a job whose new
+    observation refits its model re-picks at every decision).
     ``whole_second_epochs``: epochs that end within a step last whole seconds (module docstring).
     """
 
     def __init__(self, oracle: GoodputOracle, jobs: JobSpecs, adaptive: bool,
                  batch_override: dict[str, int] | None = None, observed: bool = False,
                  sia_batch_limits: bool = False, first_start_delay: bool = False,
-                 whole_second_epochs: bool = False, observed_across_types: bool = False):
+                 whole_second_epochs: bool = False, observed_across_types: bool = False,
+                 batch_at_segments: bool = False):
         self.oracle = oracle
         self.jobs = jobs
         self._model = np.asarray(jobs.model, np.int64)
@@ -119,6 +126,8 @@ class JobModel:
         self._running: dict[int, list] = {}             # job -> [observation, since, recorded]
         self._held_types: dict[int, tuple] = {}          # job -> GPU types of the placement it holds
         self._begun = None                              # (state, its epochs) of the decision begun
+        self.batch_at_segments = batch_at_segments
+        self._segment: dict[int, tuple] = {}             # job -> its measured configuration (batch_at_segments)
 
     # -- progress and epochs ----------------------------------------------
     def epochs(self, state: SchedState) -> np.ndarray:
@@ -170,19 +179,19 @@ class JobModel:
         app = self.oracle.app(self.oracle_model(job), gpu_type)
         fixed = self.fixed_batch(job)
         theta = self.batch_model(job, gpu_type) if fixed <= 0 and self.adaptive else None
+        limits = self.sia_batch_limits and counts is not None
+        top = app.max_local_bsz_at(counts) if limits else app.max_local_bsz
         if theta is not None:
             sqr, var = app.grad_stats(self.stat_batch[job], self.stat_epoch[job])
             _, atomic, steps = optimize_memo(theta, sqr, var, app.init_batch_size, n, r, app.max_batch_size,
-                                        (app.min_local_bsz, app.max_local_bsz))
+                                             (app.min_local_bsz, top))
             atomic, steps = int(atomic[0]), int(steps[0])
         else:
             batch = fixed if fixed > 0 else max(app.init_batch_size, app.min_local_bsz * r)
-            limits = self.sia_batch_limits and counts is not None
-            top = app.max_local_bsz_at(counts) if limits else app.max_local_bsz
             a, s = split_batch(np.ceil(batch / r - EPS), r, app.init_batch_size, top)
             atomic, steps = int(a), int(s)
-            cap = app.max_local_bsz_of_gpus(r) if limits else None
-            atomic = atomic if cap is None else min(atomic, int(cap))
+        cap = app.max_local_bsz_of_gpus(r) if limits else None
+        atomic = atomic if cap is None else min(atomic, int(cap))
         return min(atomic, int(app.max_batch_size / (r * (steps + 1)))), steps
 
     def batch_model(self, job: int, gpu_type: str | None = None) -> np.ndarray | None:
@@ -244,6 +253,19 @@ class JobModel:
         self._memo[job] = (key, out)
         return out
 
+    def _segment_rate(self, job: int, counts: tuple[int, ...], epoch: int, types: tuple,
+                      segment_begins: bool) -> tuple[float, float, float, tuple]:
+        """:meth:`_rate_and_scale`; with ``batch_at_segments``, the job's configuration and
+        measurement of its current segment unless a new one begins (``segment_begins``: it moved,
+        entered a new epoch or a round begins)."""
+        if not self.batch_at_segments:
+            return self._rate_and_scale(job, counts, epoch, types)
+        held = self._segment.get(job)
+        if segment_begins or held is None or held[0] != (counts, types):
+            held = ((counts, types), self._rate_and_scale(job, counts, epoch, types))
+            self._segment[job] = held
+        return held[1]
+
     def _model_version(self, job: int, types: tuple) -> tuple:
         """What the job's observed models on ``types`` were fitted on (() without them)."""
         if self.observed is None:
@@ -295,7 +317,8 @@ class JobModel:
         slow = (1.0 - self.oracle.interference * interfered_jobs(plan.indptr, plan.nodes, plan.counts)
                 if self.oracle.interference else np.ones(k))
         rounding = self.whole_second_epochs and step is not None
-        step_begins = rounding and abs(state.now - step[0]) <= 1e-9 * max(1.0, abs(step[0]))
+        round_begins = step is not None and abs(state.now - step[0]) <= 1e-9 * max(1.0, abs(step[0]))
+        step_begins = rounding and round_begins
         wake = np.inf
         running: dict[int, tuple] = {}
         kept = _keeps_placement(state, plan)
@@ -305,10 +328,11 @@ class JobModel:
             if held is None:
                 continue
             new, types, moved = held
-            rate, batch, scale[i], obs = self._rate_and_scale(j, new, int(epoch[i]), types)
+            new_epoch = epoch[i] != self.cur_epoch[j]
+            rate, batch, scale[i], obs = self._segment_rate(j, new, int(epoch[i]), types,
+                                                            moved or new_epoch or round_begins)
             rate, scale[i] = rate * slow[i], scale[i] * slow[i]
             running[j] = obs
-            new_epoch = epoch[i] != self.cur_epoch[j]
             self.cur_batch[j], self.cur_epoch[j] = batch, epoch[i]
             starts = self.oracle.app(state.jobs.model[j]).epoch_progress
             if epoch[i] + 1 >= starts.shape[0]:

@@ -47,8 +47,11 @@ class GoodputPolicy(Policy):
     observed_across_types: ClassVar[bool] = False
     #: the policy to name for a throughput-table (non-Pollux) workload in the error
     rigid_policy: ClassVar[str | None] = None
-    #: split a fixed batch with the Sia simulator's per-placement limits (JobModel)
+    #: the Sia simulator's per-placement limits on a job's own batch (JobModel)
     sia_batch_limits: ClassVar[bool] = False
+    #: a running job re-picks its batch only when it moves, enters a new epoch or a round begins,
+    #: as the Sia simulator's jobs (JobModel ``batch_at_segments``)
+    sia_batch_timing: ClassVar[bool] = False
     #: a job's first start pays its restart delay, as both authors' simulators charge their
     #: re-scale delay at every allocation (EngineConfig.first_start_delay)
     first_start_delay: ClassVar[bool] = True
@@ -74,7 +77,8 @@ class GoodputPolicy(Policy):
         self.model = JobModel(state.oracle, state.jobs, self.adaptive, self.batch_override, self.observed_models,
                               self.sia_batch_limits,
                               state.first_start_delay, self.whole_second_epochs,
-                              observed_across_types=self.observed_across_types)
+                              observed_across_types=self.observed_across_types,
+                              batch_at_segments=self.sia_batch_timing)
         self._decided = False
         self._round_at = 0.0
         self.reset(len(state.jobs))

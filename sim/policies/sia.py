@@ -90,6 +90,8 @@ class Sia(GoodputPolicy):
     description = "Sia: per-GPU-type configurations, normalized goodput, p=-0.5 ILP on HiGHS every 60 s"
     adaptive = True
     rigid_policy = "sia-rigid"
+    sia_batch_limits = True       # a job's own batch: the placement's limits (update_local_bsz)
+    sia_batch_timing = True       # re-picked at moves, epoch ends and round starts (Job.step)
 
     def __init__(self, placement: str = "consolidated", p: float = P_FAIRNESS, lambda_n: float = LAMBDA_N,
                  mip_rel_gap: float = MIP_REL_GAP, time_limit_s: float = TIME_LIMIT_S,
