@@ -83,6 +83,8 @@ class SiaPollux(Pollux):
                    "allocations dropped to their majority type, one online model per job")
     observed_models = True
     observed_across_types = True
+    sia_batch_limits = True       # the Sia simulator's job model (update_local_bsz, Job.step), as sia
+    sia_batch_timing = True
 
     def __init__(self, placement: str = "consolidated", search: str = "nsga2", population: int = POPULATION,
                  generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S,
