@@ -318,7 +318,6 @@ class JobModel:
                 if self.oracle.interference else np.ones(k))
         rounding = self.whole_second_epochs and step is not None
         round_begins = step is not None and abs(state.now - step[0]) <= 1e-9 * max(1.0, abs(step[0]))
-        step_begins = rounding and round_begins
         wake = np.inf
         running: dict[int, tuple] = {}
         kept = _keeps_placement(state, plan)
@@ -328,9 +327,8 @@ class JobModel:
             if held is None:
                 continue
             new, types, moved = held
-            new_epoch = epoch[i] != self.cur_epoch[j]
-            rate, batch, scale[i], obs = self._segment_rate(j, new, int(epoch[i]), types,
-                                                            moved or new_epoch or round_begins)
+            begins = moved or epoch[i] != self.cur_epoch[j] or round_begins   # a new segment
+            rate, batch, scale[i], obs = self._segment_rate(j, new, int(epoch[i]), types, begins)
             rate, scale[i] = rate * slow[i], scale[i] * slow[i]
             running[j] = obs
             self.cur_batch[j], self.cur_epoch[j] = batch, epoch[i]
@@ -340,8 +338,7 @@ class JobModel:
             begin, left = max(state.now, self.resume_at[j]), starts[epoch[i] + 1] - prog[i]
             end = begin + left / rate
             if rounding:
-                end, stretch = self._whole_second_end(j, begin, left, rate, step[1],
-                                                      step_begins or moved or new_epoch)
+                end, stretch = self._whole_second_end(j, begin, left, rate, step[1], begins)
                 scale[i] *= stretch
             wake = min(wake, end)
         self._taken = {}

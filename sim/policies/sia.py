@@ -178,8 +178,8 @@ class Sia(GoodputPolicy):
             n = -(-r // cfg.per_node[src])
             a = m.oracle.app(model, cfg.types[src])
             g = optimize_memo(theta[src], sqr, var, app.init_batch_size, n, r,
-                         self.batch_cap(j), (a.min_local_bsz, a.max_local_bsz),
-                         float32_batches=self.float32_rows)[0]
+                              self.batch_cap(j), (a.min_local_bsz, a.max_local_bsz),
+                              float32_batches=self.float32_rows)[0]
             out[cols] = g * (1.0 if src == t else self.ratio[model, t, src])
         return out
 
