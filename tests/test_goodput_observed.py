@@ -150,9 +150,11 @@ def _fit_points(draw):
        g=st.one_of(st.just(1.0), st.just(10.0), st.floats(1.0, 10.0)),
        points=_fit_points())
 def test_fit_terms_kernel_matches_the_numpy_reference(x6, g, points):
-    """Every per-point term with the reference's bits where numpy's log and power are libm's (else
-    within 2 ULP): edge cases one GPU (no network term), two GPUs (retrogression at its floor),
-    gamma at both bounds."""
+    """Every per-point term with the reference's bits where numpy's log and power are libm's; else
+    (numpy's AVX-512 versions) within 1e-12, relative or absolute: the gamma derivative is a
+    difference of two nearly equal terms when the network term vanishes (one GPU), so there only
+    an absolute bound means anything.  Edge cases one GPU (no network term), two GPUs
+    (retrogression at its floor), gamma at both bounds."""
     x = np.array(x6 + [g])
     got = fit_terms(x, x[6] ** 2, *points)
     want = fit_terms_reference(x, *points)
@@ -161,4 +163,4 @@ def test_fit_terms_kernel_matches_the_numpy_reference(x6, g, points):
         if _numpy_math_is_libm():
             np.testing.assert_array_equal(a, b)
         else:
-            np.testing.assert_array_max_ulp(a, b, maxulp=2)
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

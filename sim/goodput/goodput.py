@@ -163,8 +163,11 @@ def float32_candidates(r: np.ndarray, init_batch: int, lo_b: int, hi_b: int, max
 def _geomspace_numpy123(start: np.ndarray, stop: np.float32, num: int) -> np.ndarray:
     """numpy 1.23's ``geomspace(start, stop, num)`` of a float32 array and a scalar, every step in
     float32: logarithms, its ``linspace`` (a float32 ``arange`` times the step, or divided by
-    ``num - 1`` then times the span where a step is 0), the power of 10, the exact endpoints."""
-    log_start, log_stop = np.log10(start), np.log10(stop)
+    ``num - 1`` then times the span where a step is 0), the power of 10, the exact endpoints.
+    The logarithms and powers are taken in float64 and rounded to float32 (:func:`_f32`): numpy
+    1.23 called the C library's ``log10f`` and ``powf``, whose results these are, while numpy
+    2.4's own float32 ``log10`` differs from them in the last bit on some inputs."""
+    log_start, log_stop = _f32(np.log10, start), _f32(np.log10, stop)
     delta = log_stop - log_start
     div = np.float32(num - 1)
     y = np.arange(num, dtype=np.float32).reshape(-1, 1)
@@ -172,9 +175,16 @@ def _geomspace_numpy123(start: np.ndarray, stop: np.float32, num: int) -> np.nda
     y = (y / div) * delta if np.any(step == 0) else y * step
     y = y + log_start
     y[-1] = log_stop
-    out = np.power(np.float32(10.0), y)
+    out = _f32(np.power, 10.0, y)
     out[0], out[-1] = start, stop
     return out
+
+
+def _f32(fn, *args) -> np.ndarray:
+    """``fn`` of float32 arguments evaluated in float64, the result rounded to float32: glibc's
+    ``log10f`` and ``powf`` values (except where the float64 result lies within its own error of
+    a float32 rounding boundary), whatever SIMD code numpy picks for float32 on this machine."""
+    return np.asarray(fn(*(np.asarray(a, np.float64) for a in args)), np.float64).astype(np.float32)
 
 
 def speedup_tables(theta, grad_sqr, grad_var, init_batch, max_batch, min_atomic, max_atomic,

@@ -31,10 +31,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from scipy.optimize import Bounds, minimize
-
 from ..blas import one_blas_thread
 from ..calibration.models import LOWER_BOUND
+from ..lbfgsb import lbfgsb
 from .observed_kernels import fit_terms
 
 __all__ = ["fit_observed", "ObservedProfiles"]
@@ -96,9 +95,8 @@ def fit_observed(nodes, gpus, bsz, step, sync) -> np.ndarray:
     for i, v in _pinned(nodes, gpus, bsz, compute).items():
         lo[i] = hi[i] = x0[i] = v
     with one_blas_thread():                         # a 7-parameter fit: one BLAS thread is far faster
-        res = minimize(_objective, x0, args=(nodes, gpus, bsz, np.log(compute), np.log(step)),
-                       method="L-BFGS-B", jac=True, bounds=Bounds(lo, hi, keep_feasible=True), tol=FIT_TOL)
-    x = np.clip(res.x, lo, hi)
+        x = lbfgsb(_objective, x0, lo, hi, FIT_TOL, args=(nodes, gpus, bsz, np.log(compute), np.log(step)))
+    x = np.clip(x, lo, hi)
     if not np.any(nodes > 1):
         x[2] = max(x[2], x[4] * NETWORK_PRIOR)
         x[3] = max(x[3], x[5] * NETWORK_PRIOR)

@@ -154,6 +154,7 @@ class Application:
     scalability_keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)), repr=False)
     _cache: dict = field(default_factory=dict, repr=False)
     _interp: object = field(default=None, repr=False)
+    _bsz_of_gpus: dict = field(default_factory=dict, repr=False)
     _batch_floats: tuple = field(default=(), repr=False)
     _epoch_starts: np.ndarray | None = field(default=None, init=False, repr=False)
 
@@ -291,11 +292,13 @@ class Application:
     def max_local_bsz_of_gpus(self, r: int) -> float | None:
         """Largest per-GPU batch measured on any placement of ``r`` GPUs (None if none): the Sia
         simulator's memory cap on a fixed-batch job's atomic batch (``update_local_bsz``)."""
-        best = None
-        for pid, (x, _, _) in self.placements.items():
-            if sum(int(ch) for ch in str(pid)) == r:
-                best = float(x[-1]) if best is None else max(best, float(x[-1]))
-        return best
+        if r not in self._bsz_of_gpus:
+            best = None
+            for pid, (x, _, _) in self.placements.items():
+                if sum(int(ch) for ch in str(pid)) == r:
+                    best = float(x[-1]) if best is None else max(best, float(x[-1]))
+            self._bsz_of_gpus[r] = best
+        return self._bsz_of_gpus[r]
 
     # -- step times --------------------------------------------------------
     def step_times(self, counts, local_bsz: float) -> tuple[float, float]:

@@ -24,9 +24,8 @@ bound it.  :func:`solve` therefore works in up to four steps, each deterministic
    deterministic) and ``max_nodes``.  When a limit stops it, HiGHS' best solution is used; it is
    never worse than the incumbent (``how == "limit"``; counted by the policy).
 
-HiGHS runs with ``output_flag`` off and one thread, through the highspy bindings scipy ships
-(``scipy.optimize._highspy``; a private module: if a scipy release moves it, declare ``highspy``
-in pyproject.toml and import ``highspy._core`` instead).
+HiGHS runs with ``output_flag`` off and one thread, through :mod:`sim.highs` (the highspy
+bindings scipy ships).
 """
 from __future__ import annotations
 
@@ -34,12 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..quiet import quiet_stdout
+from .. import highs
 from .configs import Configs
-
-# HiGHS' own Python bindings as scipy (>= 1.15, a declared dependency) ships them: the same API
-# as the ``highspy`` package (setSolution, options), without a new dependency
-from scipy.optimize._highspy import _core as _hc
 
 __all__ = ["prior_weights", "gain", "solve_ilp", "solve", "IlpOutcome", "DEFAULT_MIP_GAP"]
 
@@ -92,24 +87,15 @@ def _matrix(cfg: Configs, n_jobs: int):
 
 def _highs(cfg: Configs, w: np.ndarray, n_jobs: int, capacity: np.ndarray, integer: bool, opts: dict):
     m = cfg.job.shape[0]
-    h = _hc._Highs()
-    for k, v in {"output_flag": False, "threads": 1, **opts}.items():
-        h.setOptionValue(k, v)
     start, idx, val = _matrix(cfg, n_jobs)
-    rows = n_jobs + capacity.shape[0]
-    h.passModel(m, rows, idx.size, 1, -1, 0.0, np.asarray(w, float), np.zeros(m), np.ones(m),
-                np.full(rows, -np.inf), np.concatenate([np.ones(n_jobs), np.asarray(capacity, float)]),
-                start[:-1].copy(), idx, val, np.full(m, int(integer), np.int32))
-    return h
+    return highs.build(w, np.zeros(m), np.ones(m), start, idx, val,
+                       np.concatenate([np.ones(n_jobs), np.asarray(capacity, float)]), integer,
+                       {"threads": 1, **opts}, maximize=True)
 
 
 def _run(h) -> tuple[np.ndarray | None, str]:
-    with quiet_stdout():
-        h.run()
-    status = h.modelStatusToString(h.getModelStatus())
-    x = np.asarray(h.getSolution().col_value, float)
-    ok = h.getInfo().primal_solution_status == 2           # kSolutionStatusFeasible
-    return (x if ok and x.size else None), status
+    res = highs.solve(h, True)
+    return res.x, res.message
 
 
 def _subset(cfg: Configs, keep: np.ndarray) -> Configs:
@@ -187,7 +173,7 @@ def solve(cfg: Configs, weight_gain: np.ndarray, n_jobs: int, capacity: np.ndarr
         if max_nodes is not None:
             opts["mip_max_nodes"] = int(max_nodes)
         h = _highs(cfg, w, n_jobs, capacity, True, opts)
-        sol = _hc.HighsSolution()
+        sol = highs.core.HighsSolution()
         sol.col_value = inc.tolist()
         h.setSolution(sol)
         x, status = _run(h)

@@ -1,5 +1,5 @@
 """Sia's allocation ILP (SOSP'23 §4; ``sia-simulator/sia.py`` ``__solve_mip_rescaled``) on HiGHS
-through :func:`scipy.optimize.milp`.
+(:mod:`sim.highs`: its bindings called directly, the feasibility-jump heuristic off).
 
 One binary ``x[j, c]`` per job and *valid* configuration ``c`` (type, nodes, GPUs):
 
@@ -18,11 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
-from scipy.optimize import Bounds, LinearConstraint, milp
-
+from .. import highs
 from ..errors import ConfigError
-from ..quiet import quiet_stdout
 
 __all__ = ["IlpResult", "solve_sia_ilp", "MIP_REL_GAP", "TIME_LIMIT_S"]
 
@@ -79,19 +76,20 @@ DIRECT_MAX_VARS = 20_000
 
 
 def _solve(obj, j, c, col_type, col_gpus, n_jobs, lo, cap, integral, gap, limit):
+    """One HiGHS solve; rows: one per job (at most one configuration), then one per GPU type."""
     n_var = j.shape[0]
-    per_job = sparse.csr_array((np.ones(n_var), (j, np.arange(n_var))), shape=(n_jobs, n_var))
-    per_type = sparse.csr_array((col_gpus[c].astype(float), (col_type[c], np.arange(n_var))),
-                                shape=(cap.shape[0], n_var))
-    cons = [LinearConstraint(per_job, -np.inf, 1.0), LinearConstraint(per_type, -np.inf, cap)]
-    with quiet_stdout():
-        res = milp(obj, constraints=cons, integrality=np.full(n_var, 1 if integral else 0),
-                   bounds=Bounds(lo, np.ones(n_var)),
-                   options={"mip_rel_gap": float(gap), "time_limit": float(limit), "disp": False})
+    indices = np.empty(2 * n_var, np.int32)             # column k: its job's row, its type's row
+    data = np.ones(2 * n_var)
+    indices[0::2], indices[1::2] = j, n_jobs + col_type[c]
+    data[1::2] = col_gpus[c]
+    h = highs.build(obj, lo, np.ones(n_var), np.arange(0, 2 * n_var + 1, 2), indices, data,
+                    np.concatenate([np.ones(n_jobs), cap]), integral,
+                    {"mip_rel_gap": float(gap), "time_limit": float(limit), **highs.NO_FEASIBILITY_JUMP})
+    res = highs.solve(h, integral)
     if res.x is None:
         raise ConfigError(f"Sia ILP: HiGHS found no solution (status {res.status}: {res.message})")
     out = res.x if not integral else res.x > 0.5
-    return out, float(getattr(res, "mip_gap", 0.0) or 0.0), int(res.status)
+    return out, res.mip_gap, res.status
 
 
 def _lp_round(prob, cap, gap, limit):
