@@ -24,3 +24,45 @@ def dp_counts_reference(v: np.ndarray, g: int) -> np.ndarray:
         counts[k] = choice[k, a]
         a -= counts[k]
     return counts
+
+
+# -- the authors' NSGA-II operators: the numpy expressions pollux_kernels' operator kernels replaced
+# in PolluxProblem.repair / .mutate and pollux_search._tournament (the same draws, in order)
+def repair_reference(problem, states, rng, max_nodes: int = 16):
+    s = states.copy() if problem.allowed is None else np.where(problem.allowed[None], states, 0)
+    if problem.avoid_interference:
+        dist = np.count_nonzero(s, axis=2) > 1
+        clash = np.cumsum((s * dist[:, :, None]) > 0, axis=1) > 1
+        s[clash] = 0
+    shuffle = np.argsort(rng.random(s.shape), axis=2)
+    s = np.take_along_axis(s, shuffle, axis=2)
+    s = np.diff(np.minimum(np.cumsum(s, axis=2), problem.max_replicas[None, :, None]), axis=2, prepend=0)
+    keep = np.diff(np.minimum(np.cumsum(s > 0, axis=2), max_nodes), axis=2, prepend=0)
+    s[keep == 0] = 0
+    s = np.take_along_axis(s, np.argsort(shuffle, axis=2), axis=2)
+    return np.diff(np.minimum(np.cumsum(s, axis=1), problem.capacity[None, None, :]), axis=1, prepend=0)
+
+
+def mutate_reference(problem, states, rng, reset_p=0.1, zero_job_p=0.1, zero_p=0.1):
+    p, j, _ = states.shape
+    s = np.where((rng.random((p, j)) < reset_p)[:, :, None], problem.base[None], states)
+    prob = np.where(rng.random((p, j)) < zero_job_p, zero_p, 0.0)
+    s = np.where(rng.random(s.shape) < prob[:, :, None], 0, s)
+    free = problem.capacity[None, :] - s.sum(axis=1)                       # [P, N]
+    fits = np.broadcast_to((free >= 1)[:, None, :], s.shape)
+    p1 = fits / np.maximum(fits.sum(axis=1, keepdims=True), 1.0)
+    has = (s > 0) & fits
+    p2 = has / np.maximum(has.sum(axis=1, keepdims=True), 1.0)
+    m = rng.random(s.shape) < p1 + p2 - p1 * p2
+    high = np.broadcast_to(problem.capacity[None, None, :] + 1, s.shape)
+    r = rng.integers(np.minimum(s, high - 1), high)
+    return np.where(m, r, s)
+
+
+def tournament_reference(rank, crowd, f, n, rng):
+    a, b = rng.integers(rank.shape[0], size=(2, n))
+    le = np.all(f[a] <= f[b], axis=1) & np.any(f[a] < f[b], axis=1)
+    ge = np.all(f[b] <= f[a], axis=1) & np.any(f[b] < f[a], axis=1)
+    return np.where(le, a, np.where(ge, b, np.where(crowd[a] > crowd[b], a,
+                                                    np.where(crowd[b] > crowd[a], b,
+                                                             np.where(rng.random(n) < 0.5, a, b)))))

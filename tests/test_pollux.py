@@ -223,3 +223,61 @@ def test_dp_counts_kernel_matches_reference(d):
 def test_dp_counts_kernel_rejects_a_row_without_a_finite_zero():
     with pytest.raises(ValueError, match="v\\[:, 0\\]"):
         dp_counts(np.array([[np.inf, 1.0]]), 4)
+
+
+# -- the NSGA-II operator kernels agree with the numpy expressions they replaced -------------------
+from reference_pollux_search import mutate_reference, repair_reference, tournament_reference  # noqa: E402
+from sim.policies.pollux_search import MAX_NODES_PER_JOB, _tournament  # noqa: E402
+
+
+@st.composite
+def _operator_inputs(draw):
+    """A problem (nodes of 1-8 GPUs, caps 0-20 GPUs, some jobs limited to some nodes) and states
+    [P, J, N] of 0-9 GPUs per entry: over capacity, spread over many nodes, or empty."""
+    p, j, n = draw(st.integers(1, 6)), draw(st.integers(0, 6)), draw(st.integers(1, 20))
+    seed = draw(st.integers(0, 2 ** 32 - 1))
+    rng = np.random.default_rng(seed)
+    capacity = rng.integers(1, 9, n)
+    base = np.minimum(rng.integers(0, 3, (j, n)) * (rng.random((j, n)) < 0.3), capacity[None])
+    allowed = rng.random((j, n)) < 0.8 if draw(st.booleans()) else None
+    problem = PolluxProblem(np.zeros((j, 2, 2)), base, capacity, rng.integers(0, 21, j), np.ones(j),
+                            allowed=allowed, avoid_interference=draw(st.booleans()))
+    states = rng.integers(0, 10, (p, j, n)) * (rng.random((p, j, n)) < draw(st.sampled_from([0.1, 0.5, 1.0])))
+    return problem, states, seed
+
+
+def _same_draws(a: np.random.Generator, b: np.random.Generator) -> bool:
+    return a.bit_generator.state == b.bit_generator.state
+
+
+@settings(max_examples=200, deadline=None)
+@given(d=_operator_inputs())
+def test_repair_and_mutation_kernels_match_the_numpy_operators(d):
+    """The same states, bit for bit, and the same generator state after (the same draws): jobs
+    with no room (0 replicas), more than MAX_NODES_PER_JOB nodes, nodes over capacity, interference
+    avoidance on and off, node masks."""
+    problem, states, seed = d
+    got_rng, want_rng = np.random.default_rng(seed), np.random.default_rng(seed)
+    got, want = problem.repair(states, got_rng), repair_reference(problem, states, want_rng, MAX_NODES_PER_JOB)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert _same_draws(got_rng, want_rng)
+    got, want = problem.mutate(states, got_rng), mutate_reference(problem, states, want_rng)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    assert _same_draws(got_rng, want_rng)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), size=st.integers(1, 12), n=st.integers(1, 30),
+       levels=st.integers(1, 4))
+def test_tournament_kernel_matches_the_numpy_tournament(seed, size, n, levels):
+    """Ties everywhere (objectives and crowding drawn from a few levels, inf crowding)."""
+    rng = np.random.default_rng(seed)
+    f = rng.integers(0, levels, (size, 2)).astype(float)
+    crowd = np.where(rng.random(size) < 0.3, np.inf, rng.integers(0, levels, size).astype(float))
+    rank = np.zeros(size, np.int64)
+    got_rng, want_rng = np.random.default_rng(seed + 1), np.random.default_rng(seed + 1)
+    np.testing.assert_array_equal(_tournament(rank, crowd, f, n, got_rng),
+                                  tournament_reference(rank, crowd, f, n, want_rng))
+    assert _same_draws(got_rng, want_rng)

@@ -1,4 +1,5 @@
-"""Numba kernel of our Pollux search's count DP (:func:`sim.policies.pollux_search.dp_search`).
+"""Numba kernels of the Pollux searches: our count DP (:func:`sim.policies.pollux_search.dp_search`)
+and the deterministic parts of the authors' NSGA-II operators (end of the module).
 
 The DP chooses each job's GPU count minimising ``sum_j v[j, r_j]`` under the cluster's GPUs: a
 knapsack over jobs in order, ``f_k[a] = min_r f_{k-1}[a - r] + v[k, r]`` (``f_0 = 0``: ``f[a]``
@@ -77,3 +78,121 @@ def _dp_counts(v, g):
         counts[k] = c
         a -= c
     return counts
+
+
+# -- the authors' NSGA-II operators (sim.policies.pollux_search.PolluxProblem) ---------------------
+# Each kernel does the deterministic part of one operator; the random draws stay with numpy's
+# Generator in the caller, the same draws in the same order as the numpy expressions these
+# replace (tests/reference_pollux_search.py holds both to that, bit for bit: the same states,
+# the same generator state after).  States are int64 [P, J, N].
+
+@njit(cache=True)
+def repair_states(s, shuffle_u, max_replicas, capacity, max_nodes, avoid):
+    """The repair, in place on ``s`` (a copy): one distributed job per node (``avoid``: once a
+    node holds a second distributed job, that job's and every later job's GPUs there are
+    dropped, as the numpy expression did), then per
+    job, over its nodes in the order of ``argsort(shuffle_u[p, j])``, at most ``max_replicas[j]``
+    GPUs and ``max_nodes`` nodes, then per node, over jobs in order, at most ``capacity[n]``."""
+    P, J, N = s.shape
+    taken = np.zeros(N, np.int64)
+    run = np.empty(N, np.int64)
+    for p in range(P):
+        if avoid:
+            taken[:] = 0
+            for j in range(J):
+                spread = 0
+                for n in range(N):
+                    spread += s[p, j, n] != 0
+                for n in range(N):
+                    if spread > 1 and s[p, j, n] > 0:
+                        taken[n] += 1
+                    if taken[n] > 1:                # from the second distributed job on a node
+                        s[p, j, n] = 0              # on, every later job's GPUs there go
+        for j in range(J):
+            order = np.argsort(shuffle_u[p, j])
+            total = 0
+            used = 0
+            nodes = 0
+            for q in range(N):
+                n = order[q]
+                v = s[p, j, n]
+                total += v
+                cap = min(total, max_replicas[j])
+                out = cap - used
+                used = cap
+                if out > 0:
+                    nodes += 1
+                    if nodes > max_nodes:
+                        out = 0
+                else:
+                    out = 0
+                run[n] = out
+            for n in range(N):
+                s[p, j, n] = run[n]
+        for n in range(N):
+            total = 0
+            used = 0
+            for j in range(J):
+                total += s[p, j, n]
+                cap = min(total, capacity[n])
+                s[p, j, n] = cap - used
+                used = cap
+    return s
+
+
+@njit(cache=True)
+def mutation_base(states, base, capacity, reset_u, zero_job_u, zero_u, reset_p, zero_job_p, zero_p):
+    """The mutation before its last draws: (states with rows reset to ``base`` and entries
+    zeroed, the probability of raising each entry)."""
+    P, J, N = states.shape
+    s = np.empty_like(states)
+    prob = np.empty(states.shape)
+    for p in range(P):
+        for j in range(J):
+            reset = reset_u[p, j] < reset_p
+            pz = zero_p if zero_job_u[p, j] < zero_job_p else 0.0
+            for n in range(N):
+                v = base[j, n] if reset else states[p, j, n]
+                s[p, j, n] = 0 if zero_u[p, j, n] < pz else v
+        for n in range(N):
+            free = capacity[n]
+            for j in range(J):
+                free -= s[p, j, n]
+            fits = free >= 1
+            have = 0
+            for j in range(J):
+                have += fits and s[p, j, n] > 0
+            p1 = (1.0 if fits else 0.0) / max(float(J if fits else 0), 1.0)
+            for j in range(J):
+                p2 = (1.0 if (fits and s[p, j, n] > 0) else 0.0) / max(float(have), 1.0)
+                prob[p, j, n] = p1 + p2 - p1 * p2
+    return s, prob
+
+
+@njit(cache=True)
+def tournament_pick(a, b, u, crowd, f):
+    """Binary tournament: domination, then crowding, then ``u < 0.5``."""
+    out = np.empty(a.shape[0], np.int64)
+    k = f.shape[1]
+    for i in range(a.shape[0]):
+        x, y = a[i], b[i]
+        le = True
+        lt = False
+        ge = True
+        gt = False
+        for c in range(k):
+            le = le and f[x, c] <= f[y, c]
+            lt = lt or f[x, c] < f[y, c]
+            ge = ge and f[y, c] <= f[x, c]
+            gt = gt or f[y, c] < f[x, c]
+        if le and lt:
+            out[i] = x
+        elif ge and gt:
+            out[i] = y
+        elif crowd[x] > crowd[y]:
+            out[i] = x
+        elif crowd[y] > crowd[x]:
+            out[i] = y
+        else:
+            out[i] = x if u[i] < 0.5 else y
+    return out

@@ -19,6 +19,9 @@ Two searches:
   (:data:`MAX_NODES_PER_JOB`), and node capacity in job order.  Population and generations
   default to theirs (100, 100); the population is seeded with the previous round's Pareto set
   (jobs matched by id) or the current allocation; the answer is the Pareto member of best mean.
+  The operators' arithmetic (repair, mutation's resets and probabilities, the tournament) runs
+  in Numba kernels (:mod:`.pollux_kernels`); their random draws stay with numpy's Generator,
+  the same draws in the same order as the authors' numpy expressions.
 * :func:`dp_search` (ours): the best GPU count per job by dynamic programming over jobs and
   GPUs (a knapsack: the power mean with ``p = -1`` is a sum of ``1 / (s + 1e-3)`` to minimise),
   each job either keeping its allocation or taking ``r`` GPUs packed on ``ceil(r / per_node)``
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from .pollux_kernels import dp_counts
+from .pollux_kernels import dp_counts, mutation_base, repair_states, tournament_pick
 
 __all__ = ["PolluxProblem", "PolluxSearch", "nsga2", "dp_search", "restart_factor", "FITNESS_P", "FITNESS_EPS",
            "MAX_NODES_PER_JOB", "POPULATION", "GENERATIONS", "SEARCHES"]
@@ -77,6 +80,9 @@ class PolluxProblem:
     def __post_init__(self):
         self.scale = self.base.shape[1] / float(self.capacity.sum())
         self.jidx = np.arange(self.base.shape[0])
+        self._base = np.ascontiguousarray(self.base, np.int64)             # the kernels' inputs
+        self._capacity = np.ascontiguousarray(self.capacity, np.int64)
+        self._max_replicas = np.ascontiguousarray(self.max_replicas, np.int64)
 
     def speedups(self, states: np.ndarray) -> np.ndarray:
         n = np.minimum(np.count_nonzero(states, axis=2), self.speedup.shape[1] - 1)
@@ -99,29 +105,17 @@ class PolluxProblem:
     # -- the authors' operators ----------------------------------------------
     def repair(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         s = states.copy() if self.allowed is None else np.where(self.allowed[None], states, 0)
-        if self.avoid_interference:
-            dist = np.count_nonzero(s, axis=2) > 1
-            clash = np.cumsum((s * dist[:, :, None]) > 0, axis=1) > 1
-            s[clash] = 0
-        shuffle = np.argsort(rng.random(s.shape), axis=2)
-        s = np.take_along_axis(s, shuffle, axis=2)
-        s = np.diff(np.minimum(np.cumsum(s, axis=2), self.max_replicas[None, :, None]), axis=2, prepend=0)
-        keep = np.diff(np.minimum(np.cumsum(s > 0, axis=2), MAX_NODES_PER_JOB), axis=2, prepend=0)
-        s[keep == 0] = 0
-        s = np.take_along_axis(s, np.argsort(shuffle, axis=2), axis=2)
-        return np.diff(np.minimum(np.cumsum(s, axis=1), self.capacity[None, None, :]), axis=1, prepend=0)
+        shuffle = rng.random(s.shape)
+        return repair_states(np.ascontiguousarray(s, np.int64), shuffle, self._max_replicas,
+                             self._capacity, MAX_NODES_PER_JOB, self.avoid_interference)
 
     def mutate(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         p, j, _ = states.shape
-        s = np.where((rng.random((p, j)) < MUTATE_RESET_P)[:, :, None], self.base[None], states)
-        prob = np.where(rng.random((p, j)) < MUTATE_ZERO_JOB_P, MUTATE_ZERO_P, 0.0)
-        s = np.where(rng.random(s.shape) < prob[:, :, None], 0, s)
-        free = self.capacity[None, :] - s.sum(axis=1)                       # [P, N]
-        fits = np.broadcast_to((free >= 1)[:, None, :], s.shape)
-        p1 = fits / np.maximum(fits.sum(axis=1, keepdims=True), 1.0)
-        has = (s > 0) & fits
-        p2 = has / np.maximum(has.sum(axis=1, keepdims=True), 1.0)
-        m = rng.random(s.shape) < p1 + p2 - p1 * p2
+        reset, zero_job = rng.random((p, j)), rng.random((p, j))
+        s, prob = mutation_base(np.ascontiguousarray(states, np.int64), self._base, self._capacity, reset,
+                                zero_job, rng.random(states.shape), MUTATE_RESET_P, MUTATE_ZERO_JOB_P,
+                                MUTATE_ZERO_P)
+        m = rng.random(s.shape) < prob
         high = np.broadcast_to(self.capacity[None, None, :] + 1, s.shape)
         r = rng.integers(np.minimum(s, high - 1), high)
         return np.where(m, r, s)
@@ -176,12 +170,7 @@ def _survive(f: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 def _tournament(rank, crowd, f, n: int, rng) -> np.ndarray:
     a, b = rng.integers(rank.shape[0], size=(2, n))
-    le = np.all(f[a] <= f[b], axis=1) & np.any(f[a] < f[b], axis=1)
-    ge = np.all(f[b] <= f[a], axis=1) & np.any(f[b] < f[a], axis=1)
-    pick = np.where(le, a, np.where(ge, b, np.where(crowd[a] > crowd[b], a,
-                                                     np.where(crowd[b] > crowd[a], b,
-                                                              np.where(rng.random(n) < 0.5, a, b)))))
-    return pick
+    return tournament_pick(a, b, rng.random(n), crowd, f)
 
 
 def _objectives(problem: PolluxProblem, states: np.ndarray) -> np.ndarray:
