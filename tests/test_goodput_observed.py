@@ -151,16 +151,21 @@ def _fit_points(draw):
        points=_fit_points())
 def test_fit_terms_kernel_matches_the_numpy_reference(x6, g, points):
     """Every per-point term with the reference's bits where numpy's log and power are libm's; else
-    (numpy's AVX-512 versions) within 1e-12, relative or absolute: the gamma derivative is a
-    difference of two nearly equal terms when the network term vanishes (one GPU), so there only
-    an absolute bound means anything.  Edge cases one GPU (no network term), two GPUs
+    (numpy's AVX-512 versions, a few ULP apart, and errors that are differences of logs) within
+    1e-13, relative or absolute, and the gamma derivative within 1e-12: it is a difference of two
+    nearly equal terms when the network term vanishes (one GPU), so there only an absolute bound
+    means anything.  Edge cases one GPU (no network term), two GPUs
     (retrogression at its floor), gamma at both bounds."""
     x = np.array(x6 + [g])
     got = fit_terms(x, x[6] ** 2, *points)
     want = fit_terms_reference(x, *points)
-    for a, b in zip(got, want):
+    exact = _numpy_math_is_libm()
+    for k, (a, b) in enumerate(zip(got, want)):
         assert a.shape == b.shape
-        if _numpy_math_is_libm():
+        if exact:
             np.testing.assert_array_equal(a, b)
+        elif k == 3:                                  # derr2: its gamma row only by an absolute bound
+            np.testing.assert_allclose(a[:6], b[:6], rtol=1e-13, atol=1e-13)
+            np.testing.assert_allclose(a[6], b[6], rtol=1e-12, atol=1e-12)
         else:
-            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)

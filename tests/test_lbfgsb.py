@@ -58,3 +58,10 @@ def test_a_failed_self_check_falls_back_to_minimize(monkeypatch):
     x = mod.lbfgsb(_rosenbrock_like, np.array([0.5, 0.5]), np.array([0.0, 0.0]), np.array([2.0, 2.0]),
                    1e-8, args=(1.0,))
     np.testing.assert_allclose(x, [1.0, 1.0], atol=1e-3)
+
+
+def test_bad_bounds_are_refused_as_minimize_refuses_them():
+    import pytest
+    for lo, hi in (([1.0, 0.0], [0.0, 1.0]), ([np.nan, 0.0], [1.0, 1.0])):
+        with pytest.raises(ValueError):
+            mod.lbfgsb(_rosenbrock_like, np.zeros(2), np.array(lo), np.array(hi), 1e-8, args=(1.0,))

@@ -227,6 +227,7 @@ def test_dp_counts_kernel_rejects_a_row_without_a_finite_zero():
 
 # -- the NSGA-II operator kernels agree with the numpy expressions they replaced -------------------
 from reference_pollux_search import mutate_reference, repair_reference, tournament_reference  # noqa: E402
+from sim.policies.pollux_kernels import repair_states  # noqa: E402
 from sim.policies.pollux_search import MAX_NODES_PER_JOB, _tournament  # noqa: E402
 
 
@@ -281,3 +282,23 @@ def test_tournament_kernel_matches_the_numpy_tournament(seed, size, n, levels):
     np.testing.assert_array_equal(_tournament(rank, crowd, f, n, got_rng),
                                   tournament_reference(rank, crowd, f, n, want_rng))
     assert _same_draws(got_rng, want_rng)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), max_nodes=st.integers(0, 5), avoid=st.booleans())
+def test_repair_kernel_caps_nodes_per_job_as_the_numpy_repair(seed, max_nodes, avoid):
+    """The node cap reached (MAX_NODES_PER_JOB = 16 rarely binds in the operator test): a small
+    cap, many one-GPU entries, replica caps from -2 (nothing) to 60, nodes of 0-8 GPUs."""
+    rng = np.random.default_rng(seed)
+    p, j, n = rng.integers(1, 4), rng.integers(0, 6), rng.integers(1, 24)
+    capacity = rng.integers(0, 9, n)
+    capacity[0] = max(capacity[0], 1)                 # the problem's scale needs some GPUs
+    problem = PolluxProblem(np.zeros((j, 2, 2)), np.zeros((j, n), np.int64), capacity,
+                            rng.integers(-2, 61, j), np.ones(j), avoid_interference=avoid)
+    states = rng.integers(0, 3, (p, j, n))
+    shuffle_rng = np.random.default_rng(seed + 1)
+    got = repair_states(states.copy(), shuffle_rng.random(states.shape), problem.max_replicas,
+                        capacity, max_nodes, avoid)
+    want = repair_reference(problem, states, np.random.default_rng(seed + 1), max_nodes)
+    np.testing.assert_array_equal(got, want)
+    assert (np.count_nonzero(got, axis=2) <= max(max_nodes, 0)).all()

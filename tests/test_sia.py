@@ -233,3 +233,28 @@ def test_tie_order_harness_changes_only_which_equal_cost_column_wins():
     three = (np.array([[1.0, 1.0, 2.0]]), np.ones((1, 3), bool), np.array([0, 1, 1]), np.array([1, 1, 2]),
              np.array([1, 2]), 1.1)
     assert mod.rotated(solve_sia_ilp, 1)(*three, fixed=np.array([2])).choice.tolist() == [2]
+
+
+def test_a_round_with_the_last_rounds_ilp_inputs_reuses_its_answer(monkeypatch):
+    import sim.policies.sia as sia_module
+    calls = []
+
+    def counting(*args):
+        calls.append(args)
+        return solve_sia_ilp(*args)
+    monkeypatch.setattr(sia_module, "solve_sia_ilp", counting)
+    pol = Sia()
+    pol.reset(2)
+    pol.configs = sia_configs(_cluster())
+    c = len(pol.configs)
+    cost = np.full((2, c), 2.0)
+    cost[0, 0], cost[1, 1] = 0.5, 0.7
+    valid, free = np.ones((2, c), bool), np.array([-1, -1])
+    first = pol._solve(cost, valid, free)
+    assert pol._solve(cost.copy(), valid.copy(), free.copy()) is first and len(calls) == 1
+    assert pol._solve(cost, valid, np.array([2, -1])).choice[0] == 2 and len(calls) == 2   # held job
+    cost[1, 1] = 0.6
+    pol._solve(cost, valid, np.array([2, -1]))
+    pol.configs = sia_configs(_cluster())                     # another configuration set
+    pol._solve(cost, valid, np.array([2, -1]))
+    assert len(calls) == 4

@@ -252,11 +252,13 @@ class Sia(GoodputPolicy):
         return plan
 
     def _solve(self, cost: np.ndarray, valid: np.ndarray, fixed: np.ndarray):
-        """The round's ILP; the last round's answer where its inputs are the same, bit for bit
-        (HiGHS is deterministic; about a sixth of the rounds of a workload change nothing)."""
-        inputs = (cost.shape, cost.tobytes(), valid.tobytes(), fixed.tobytes())
-        if inputs != self._last_inputs:
-            cfg = self.configs
+        """The round's ILP; the last round's answer where its inputs (costs, valid configurations,
+        held jobs, the configuration set) are the same, bit for bit (HiGHS is deterministic;
+        about a sixth of the rounds of a workload change nothing)."""
+        cfg = self.configs
+        inputs = (cfg, cost.shape, cost.tobytes(), valid.tobytes(), fixed.tobytes())
+        last = self._last_inputs
+        if last is None or last[0] is not cfg or last[1:] != inputs[1:]:
             self.last = solve_sia_ilp(cost, valid, cfg.type_idx, cfg.gpus, cfg.capacity, self.lambda_n,
                                       fixed, self.mip_rel_gap, self.time_limit_s)
             self._last_inputs = inputs

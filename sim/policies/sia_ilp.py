@@ -86,7 +86,7 @@ def _solve(obj, j, c, col_type, col_gpus, n_jobs, lo, cap, integral, gap, limit)
                     np.concatenate([np.ones(n_jobs), cap]), integral,
                     {"mip_rel_gap": float(gap), "time_limit": float(limit), **highs.NO_FEASIBILITY_JUMP})
     res = highs.solve(h, integral)
-    if res.x is None:
+    if res.x is None or (not integral and res.status != 0):   # lp-round needs the LP's optimum
         raise ConfigError(f"Sia ILP: HiGHS found no solution (status {res.status}: {res.message})")
     out = res.x if not integral else res.x > 0.5
     return out, res.mip_gap, res.status
