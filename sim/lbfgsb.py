@@ -25,7 +25,7 @@ _direct: bool | None = None          # None: not checked yet
 
 def lbfgsb(fun, x0: np.ndarray, lower: np.ndarray, upper: np.ndarray, tol: float, args=()) -> np.ndarray:
     """``minimize(fun, x0, args, method="L-BFGS-B", jac=True, bounds=Bounds(lower, upper),
-    tol=tol).x``: ``fun(x, *args)`` returns (value, gradient); finite bounds only."""
+    tol=tol).x``: ``fun(x, *args)`` returns (value, gradient); bounds may be infinite, not NaN."""
     global _direct
     lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
     if np.isnan(lower).any() or np.isnan(upper).any() or (lower > upper).any():

@@ -31,6 +31,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+
 from ..blas import one_blas_thread
 from ..calibration.models import LOWER_BOUND
 from ..lbfgsb import lbfgsb
