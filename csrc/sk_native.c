@@ -26,11 +26,13 @@ typedef struct {
     double work, est;
 } run_slot;
 
-/* A sorted run a[lo, hi) of running jobs; demand > 0 when they all hold that many GPUs. */
+/* A sorted run a[lo, hi) of running jobs; demand > 0 when they all hold that many GPUs
+ * (LAS's classes, whose keys are computed when read: las_key). */
 typedef struct {
-    const run_slot *a;
+    run_slot *a;
     int64_t lo, hi, cut;        /* cut: where preemptions start (select_jobs) */
     int32_t demand;
+    double t;                   /* LAS: the time its keys are read at */
 } run_seg;
 
 /* A waiting job with its key (kq, kflag, ka, arrival, job), kept in the heap entry so that
@@ -75,8 +77,10 @@ struct sk_policy {
      * those past their lease sorted at its front, leased ones (ahead of every waiting job,
      * in any order) at its back */
     int64_t *cls_cap, *cls_sorted, *cls_leased, *cls_done;   /* cls_done: completions since the last look */
+    double *cls_until;                  /* class order certified until then (las_refresh) */
     int64_t *done_ids;                  /* those completions, class b's at cls_off[b] */
     run_slot *las_tmp;                  /* leases that ended at this decision */
+    int64_t *ins_pos;                   /* where merge_into put them */
     run_seg *segs;                      /* contested running jobs, one sorted run per class */
     int64_t *seg_cnt;                   /* 2 x classes: keep_in_bulk's counts */
     uint64_t *rkey, *rkey2;                 /* radix sort scratch */
@@ -84,6 +88,8 @@ struct sk_policy {
     int64_t *preempt, n_preempt, *place, n_place, *place_ptr, *place_pos;
     int32_t *place_nodes, *place_counts, *free, *taken;
     int32_t *seg;                       /* max-tree over free (seg_size leaves) */
+    int64_t *dirty, n_dirty;            /* nodes whose free GPUs changed since the tree's last sync */
+    int8_t *is_dirty;
     int64_t *free_start, *ap_tmp;       /* counting-sort and merge-sort scratch */
     int64_t seg_size;
     int64_t done_seen;                  /* completions when the slots were last compacted */
@@ -522,25 +528,104 @@ static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int3
     return ended;
 }
 
-/* Merge the sorted m jobs of add into the sorted n jobs of a (room for n + m). */
-static void merge_into(run_slot *a, int64_t n, const run_slot *add, int64_t m) {
-    int64_t i = n - 1, k = n + m - 1;
-    for (int64_t q = m - 1; q >= 0; k--) a[k] = i >= 0 && slot_less(&add[q], &a[i]) ? a[i--] : add[q--];
+/* A LAS class's running job's key at t (key_slot past its lease), computed where it is read:
+ * las_refresh re-keys a class only when its order is not certified. */
+static void las_key(run_slot *s, double t) { s->ka = s->gs + (double)s->ngpu * (t - s->last); }
+
+/* How many of a[0, hi) do not come after x: galloping down from hi (the merge below inserts
+ * the largest first), a's keyed at t as they are read. */
+static int64_t count_not_after(run_slot *a, int64_t hi, const run_slot *x, double t) {
+    int64_t lo = hi, step = 1;                  /* a[lo, hi) all come after x */
+    while (lo - step >= 0 && (las_key(&a[lo - step], t), slot_less(x, &a[lo - step]))) {
+        lo -= step;
+        step *= 2;
+    }
+    int64_t bottom = lo - step + 1 > 0 ? lo - step + 1 : 0;   /* a[lo - step] (if any) does not */
+    while (bottom < lo) {
+        int64_t mid = bottom + (lo - bottom) / 2;
+        las_key(&a[mid], t);
+        if (slot_less(x, &a[mid])) lo = mid; else bottom = mid + 1;
+    }
+    return lo;
 }
 
-/* Class b re-keyed at t and sorted by slot_less (leased jobs apart). */
+/* Merge the sorted m jobs of add (keyed at t) into the sorted n jobs of a (room for n + m):
+ * each from the largest down finds its place by a search and the block of a after it moves
+ * once (memmove), the order of a stable merge (a job of a before an equal one of add).  The
+ * positions the jobs of add take are in pos[0, m), and their neighbours in a are keyed at t. */
+static void merge_into(run_slot *a, int64_t n, const run_slot *add, int64_t m, double t, int64_t *pos) {
+    int64_t hi = n, out = n + m;
+    for (int64_t q = m - 1; q >= 0; q--) {
+        int64_t at = count_not_after(a, hi, &add[q], t);
+        memmove(a + out - (hi - at), a + at, (size_t)(hi - at) * sizeof *a);
+        out -= hi - at;
+        hi = at;
+        a[--out] = add[q];
+        pos[q] = out;
+    }
+    for (int64_t q = 0; q < m; q++) {
+        if (pos[q] > 0) las_key(&a[pos[q] - 1], t);
+        if (pos[q] + 1 < n + m) las_key(&a[pos[q] + 1], t);
+    }
+}
+
+/* Until when the keys of neighbours x, y (sorted, keyed at t) stay in their order when computed
+ * later: their exact values grow at one rate (the class's GPUs), so only rounding can reorder
+ * neighbours, by at most 3 ulps of the larger key each (gs + n (t - last): three roundings of
+ * non-negative terms).  A pair with gap g keeps its order while g > 32 u K(t), u = 2^-53, K(t)
+ * the larger key at t (a margin over the 12 u needed).  Equal keys from identical inputs stay
+ * equal (ties by arrival, job); equal keys from different inputs certify nothing. */
+static double pair_until(const run_slot *x, const run_slot *y, double t) {
+    const double u = 1.1102230246251565e-16;   /* 2^-53 */
+    if (x->ka < y->ka && y->ngpu > 0) return t + ((y->ka - x->ka) / (32.0 * u) - y->ka) / (double)y->ngpu;
+    return x->gs == y->gs && x->last == y->last && x->ngpu == y->ngpu ? INFINITY : t;
+}
+
+/* las_until's certificate of the n sorted jobs of a (keyed at t). */
+static double las_until(const run_slot *a, int64_t n, double t) {
+    double until = INFINITY;
+    for (int64_t i = 1; i < n; i++) {
+        double h = pair_until(&a[i - 1], &a[i], t);
+        if (h < until) until = h;
+    }
+    return until;
+}
+
+/* The certificate of the pairs that the m merged jobs at pos[] make with their neighbours. */
+static double merged_until(const run_slot *a, int64_t n, const int64_t *pos, int64_t m, double t) {
+    double until = INFINITY;
+    for (int64_t q = 0; q < m; q++) {
+        double lo = pos[q] > 0 ? pair_until(&a[pos[q] - 1], &a[pos[q]], t) : INFINITY;
+        double hi = pos[q] + 1 < n ? pair_until(&a[pos[q]], &a[pos[q] + 1], t) : INFINITY;
+        if (lo < until) until = lo;
+        if (hi < until) until = hi;
+    }
+    return until;
+}
+
+/* Class b in slot_less order at t (leased jobs apart).  Its jobs' keys grow at one rate, so
+ * their order holds but for rounding: a pass re-keys and checks it only once the certificate of
+ * the last pass (las_until) runs out; otherwise keys are computed where they are read (las_key).
+ * Dropping jobs keeps a certificate (a new pair's gap is the sum of two certified ones); the
+ * ended leases merged in are certified with their new neighbours. */
 static void las_refresh(const sk_engine *e, struct sk_policy *p, int32_t b, double t) {
     int64_t ended = las_drop_and_expire(e, p, b, t), n = p->cls_sorted[b];
     run_slot *a = las_class(p, b);
-    int in_order = 1;                   /* key_slot past the lease; their order rarely changes */
-    for (int64_t i = 0; i < n; i++) {
-        a[i].ka = a[i].gs + (double)a[i].ngpu * (t - a[i].last);
-        if (i > 0 && in_order && !(a[i - 1].ka < a[i].ka)) in_order = !slot_less(&a[i], &a[i - 1]);
+    if (!(t < p->cls_until[b])) {
+        int in_order = 1;
+        for (int64_t i = 0; i < n; i++) {
+            las_key(&a[i], t);
+            if (i > 0 && in_order && !(a[i - 1].ka < a[i].ka)) in_order = !slot_less(&a[i], &a[i - 1]);
+        }
+        if (!in_order) sort_slots(p, a, n);
+        p->cls_until[b] = las_until(a, n, t);
     }
-    if (!in_order) sort_slots(p, a, n);
+    if (ended == 0) return;
     for (int64_t i = 0; i < ended; i++) key_slot(p, &p->las_tmp[i], t);
     sort_slots(p, p->las_tmp, ended);
-    merge_into(a, n, p->las_tmp, ended);
+    merge_into(a, n, p->las_tmp, ended, t, p->ins_pos);
+    double until = merged_until(a, n + ended, p->ins_pos, ended, t);
+    if (until < p->cls_until[b]) p->cls_until[b] = until;
     p->cls_sorted[b] = n + ended;
 }
 
@@ -555,14 +640,18 @@ static run_slot waiting_slot(const wait_key *w) {
     return x;
 }
 
-/* How many of the first n jobs of the sorted a come before x (galloping search: cheap
- * when they are few). */
-static int64_t count_less(const run_slot *a, int64_t n, const run_slot *x) {
+/* How many of the first n jobs of the sorted LAS class run a come before x, keyed at t as
+ * they are read (galloping search: cheap when they are few). */
+static int64_t count_less(run_slot *a, int64_t n, const run_slot *x, double t) {
     int64_t lo = 0, step = 1;
-    while (lo + step <= n && slot_less(&a[lo + step - 1], x)) { lo += step; step *= 2; }
+    while (lo + step <= n && (las_key(&a[lo + step - 1], t), slot_less(&a[lo + step - 1], x))) {
+        lo += step;
+        step *= 2;
+    }
     int64_t hi = lo + step - 1 < n ? lo + step - 1 : n;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
+        las_key(&a[mid], t);
         if (slot_less(&a[mid], x)) lo = mid + 1; else hi = mid;
     }
     return lo;
@@ -577,15 +666,15 @@ static int32_t las_split(sk_engine *e, struct sk_policy *p, int64_t *budget) {
     int64_t used = 0;
     for (int32_t b = 0; b < p->n_buckets; b++) {
         las_refresh(e, p, b, e->now);
-        const run_slot *a = las_class(p, b);
-        int64_t n = p->cls_sorted[b], ahead = head_b < 0 ? n : count_less(a, n, &head);
+        run_slot *a = las_class(p, b);
+        int64_t n = p->cls_sorted[b], ahead = head_b < 0 ? n : count_less(a, n, &head, e->now);
         used += (int64_t)p->bucket_demand[b] * (ahead + p->cls_leased[b]);
         if (p->n_types > 1) {           /* each kept job charges its own type */
             for (int64_t i = 0; i < ahead; i++) p->tbudget[a[i].type] -= a[i].demand;
             for (int64_t i = p->cls_cap[b] - p->cls_leased[b]; i < p->cls_cap[b]; i++)
                 p->tbudget[a[i].type] -= a[i].demand;
         }
-        p->segs[b] = (run_seg){a, ahead, n, n, p->bucket_demand[b]};
+        p->segs[b] = (run_seg){a, ahead, n, n, p->bucket_demand[b], e->now};
     }
     if (p->n_types == 1) p->tbudget[0] -= used;
     *budget = e->total_gpus - used;
@@ -703,11 +792,15 @@ static void seg_build(const sk_engine *e, struct sk_policy *p) {
         p->seg[i] = p->seg[2 * i] > p->seg[2 * i + 1] ? p->seg[2 * i] : p->seg[2 * i + 1];
 }
 
+/* A leaf changes; its ancestors are updated up to the first whose maximum stays. */
 static void seg_set(struct sk_policy *p, int64_t node, int32_t value) {
     int64_t i = p->seg_size + p->seg_pos[node];
     p->seg[i] = value;
-    for (i /= 2; i > 0; i /= 2)
-        p->seg[i] = p->seg[2 * i] > p->seg[2 * i + 1] ? p->seg[2 * i] : p->seg[2 * i + 1];
+    for (i /= 2; i > 0; i /= 2) {
+        int32_t m = p->seg[2 * i] > p->seg[2 * i + 1] ? p->seg[2 * i] : p->seg[2 * i + 1];
+        if (p->seg[i] == m) break;
+        p->seg[i] = m;
+    }
 }
 
 /* The first leaf in [lo, hi) of the subtree i (covering [a, b)) with at least want, or -1. */
@@ -750,9 +843,23 @@ static int64_t place_spread(const sk_engine *e, struct sk_policy *p, int32_t *fr
     return out;
 }
 
+/* The most free GPUs on one node of leaves [lo, hi). */
+static int32_t seg_max(const struct sk_policy *p, int64_t lo, int64_t hi) {
+    int32_t best = -1;
+    for (lo += p->seg_size, hi += p->seg_size; lo < hi; lo /= 2, hi /= 2) {
+        if (lo & 1) { if (p->seg[lo] > best) best = p->seg[lo]; lo++; }
+        if (hi & 1) { hi--; if (p->seg[hi] > best) best = p->seg[hi]; }
+    }
+    return best;
+}
+
+/* Single node of the type, first fit; else its fewest nodes: most free first, ties by index
+ * (placement._nodes_by_free), each taken whole until the last.  Taking a node whole leaves it
+ * no free GPUs, so the next in that order is the lowest node with the most free GPUs now:
+ * O(log nodes) a node through the max-tree instead of a sort of the type's nodes. */
 static int64_t place_consolidated(const sk_engine *e, struct sk_policy *p, int32_t *free,
                                   int32_t t, int32_t want, int32_t *nodes, int32_t *counts) {
-    int64_t first = seg_first_fit(p, t, want);          /* single node of the type, first fit */
+    int64_t first = seg_first_fit(p, t, want);
     if (first >= 0) {
         free[first] -= want;
         seg_set(p, first, free[first]);
@@ -760,20 +867,18 @@ static int64_t place_consolidated(const sk_engine *e, struct sk_policy *p, int32
         counts[0] = want;
         return 1;
     }
-    int64_t m = nodes_by_free(e, p, free, t), out = 0;  /* the fewest nodes of the type */
+    int64_t out = 0;
     int32_t need = want;
-    for (int64_t k = 0; k < m && need > 0; k++) {
-        int64_t i = p->node_keys[k];
+    while (need > 0) {
+        int32_t most = seg_max(p, p->type_lo[t], p->type_hi[t]);
+        if (most <= 0) break;
+        int64_t i = seg_first_fit(p, t, most);
         int32_t g = free[i] < need ? free[i] : need;
-        if (g > 0) {
-            nodes[out] = (int32_t)i;
-            counts[out++] = g;
-            need -= g;
-        }
-    }
-    for (int64_t k = 0; k < out; k++) {
-        free[nodes[k]] -= counts[k];
-        seg_set(p, nodes[k], free[nodes[k]]);
+        nodes[out] = (int32_t)i;
+        counts[out++] = g;
+        need -= g;
+        free[i] -= g;
+        seg_set(p, i, free[i]);
     }
     sort_entries(nodes, counts, out);
     return out;
@@ -859,17 +964,32 @@ static void plan_add_preempt(struct sk_policy *p, int64_t j) {
     p->preempt[p->n_preempt++] = j;
 }
 
-/* The free GPUs per node once the plan's preemptions are done; returns their total. */
+/* The free GPUs per node once the plan's preemptions are done; returns their total.  free[]
+ * and the max-tree follow the engine's nodes between decisions (skn_on_node_change lists the
+ * nodes that changed; the placements of a plan leave free[] as its apply leaves the nodes), so
+ * only those nodes and the preempted jobs' are updated, not every node. */
 static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
-    int64_t total = 0;
-    for (int32_t n = 0; n < e->n_nodes; n++) p->free[n] = e->node_cap[n] - e->node_used[n];
-    for (int64_t k = 0; k < p->n_preempt + p->n_moved; k++) {
+    int64_t total = e->total_gpus - e->used_gpus;
+    for (int64_t k = 0; k < p->n_preempt + p->n_moved; k++) {   /* records first: their misses overlap */
         int64_t j = k < p->n_preempt ? p->preempt[k] : p->moved[k - p->n_preempt];
         const sk_job *x = &e->job[j];
-        for (int32_t q = 0; q < x->pl_len; q++) p->free[x->pl[2 * q]] += x->pl[2 * q + 1];
+        __builtin_prefetch(x, 1);                       /* line 1, for the apply's accrual */
+        for (int32_t q = 0; q < x->pl_len; q++) {
+            int32_t n = x->pl[2 * q];
+            p->free[n] += x->pl[2 * q + 1];
+            total += x->pl[2 * q + 1];
+            if (!p->is_dirty[n]) {
+                p->is_dirty[n] = 1;
+                p->dirty[p->n_dirty++] = n;
+            }
+        }
     }
-    for (int32_t n = 0; n < e->n_nodes; n++) total += p->free[n];
-    seg_build(e, p);
+    for (int64_t k = 0; k < p->n_dirty; k++) {
+        int64_t n = p->dirty[k];
+        p->is_dirty[n] = 0;
+        if (p->seg[p->seg_size + p->seg_pos[n]] != p->free[n]) seg_set(p, n, p->free[n]);
+    }
+    p->n_dirty = 0;
     return total;
 }
 
@@ -877,6 +997,11 @@ static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
 static int place_selected(sk_engine *e, struct sk_policy *p) {
     if (p->n_place == 0) return SK_OK;
     int64_t free_total = free_after_preemptions(e, p), o = 0;
+    for (int64_t k = 0; k < p->n_place; k++) {          /* for the apply: their records */
+        const sk_job *x = &e->job[p->place[k]];
+        __builtin_prefetch(x, 1);
+        __builtin_prefetch((const char *)x + 64, 1);
+    }
     for (int64_t k = 0; k < p->n_place; k++) {
         int64_t j = p->place[k];
         int64_t m = place_one(e, p, p->free, &free_total, p->place_type[k], p->place_demand[k],
@@ -898,14 +1023,15 @@ static int bulk_ok(const struct sk_policy *p) {
     return !p->spec.blocking && p->segs[0].demand > 0 && p->n_types == 1;
 }
 
-/* The run whose head comes first (slot_less), or -1 when all are used up. */
+/* The run whose head comes first (slot_less), or -1 when all are used up.  LAS's heads are
+ * keyed here (demand > 0: las_key). */
 static int32_t first_run(const run_seg *seg, int32_t n_seg) {
-    if (n_seg == 1) return seg[0].lo < seg[0].hi ? 0 : -1;
     int32_t best = -1;
-    for (int32_t k = 0; k < n_seg; k++)
-        if (seg[k].lo < seg[k].hi &&
-            (best < 0 || slot_less(&seg[k].a[seg[k].lo], &seg[best].a[seg[best].lo])))
-            best = k;
+    for (int32_t k = 0; k < n_seg; k++) {
+        if (seg[k].lo >= seg[k].hi) continue;
+        if (seg[k].demand > 0) las_key(&seg[k].a[seg[k].lo], seg[k].t);
+        if (best < 0 || slot_less(&seg[k].a[seg[k].lo], &seg[best].a[seg[best].lo])) best = k;
+    }
     return best;
 }
 
@@ -922,7 +1048,7 @@ static int32_t run_pop(run_seg *seg, int32_t n_seg, int32_t r, int preempted) {
 static int64_t demand_before(const run_seg *seg, int32_t n_seg, const run_slot *x, int64_t *cnt) {
     int64_t total = 0;
     for (int32_t k = 0; k < n_seg; k++) {
-        if (x && cnt[k] > 0) cnt[k] = count_less(seg[k].a + seg[k].lo, cnt[k], x);
+        if (x && cnt[k] > 0) cnt[k] = count_less(seg[k].a + seg[k].lo, cnt[k], x, seg[k].t);
         total += (int64_t)seg[k].demand * cnt[k];
     }
     return total;
@@ -949,6 +1075,7 @@ static int64_t keep_in_bulk(run_seg *seg, int32_t n_seg, const run_slot *x, int6
         for (int32_t k = 1; k < n_seg; k++) if (cnt[k] > cnt[big]) big = k;
         if (cnt[big] <= 1) return taken;
         run_slot pivot = seg[big].a[seg[big].lo + cnt[big] / 2];
+        las_key(&pivot, seg[big].t);
         memcpy(part, cnt, (size_t)n_seg * sizeof *cnt);
         int64_t sum = demand_before(seg, n_seg, &pivot, part);
         if (sum <= room - taken) {          /* all before the pivot are kept */
@@ -1055,7 +1182,7 @@ static int decide(sk_engine *e, struct sk_policy *p) {
     int64_t budget = e->total_gpus - e->used_gpus;
     int32_t n_seg = 1;
     type_budgets(p, p->spec.preemptive);
-    p->segs[0] = (run_seg){p->slots, 0, 0, 0, 0};
+    p->segs[0] = (run_seg){p->slots, 0, 0, 0, 0, e->now};
     if (p->spec.kind == SK_POL_LAS) {
         n_seg = las_split(e, p, &budget);
     } else if (p->spec.preemptive) {
@@ -1068,7 +1195,7 @@ static int decide(sk_engine *e, struct sk_policy *p) {
         else for (int64_t i = 0; i < p->n_slots; i++) key_slot(p, &p->slots[i], e->now);
         int64_t n_cont = split_running(e, p, &budget);
         sort_slots(p, p->slots + p->n_slots - n_cont, n_cont);
-        p->segs[0] = (run_seg){p->slots, p->n_slots - n_cont, p->n_slots, p->n_slots, 0};
+        p->segs[0] = (run_seg){p->slots, p->n_slots - n_cont, p->n_slots, p->n_slots, 0, e->now};
     }
     select_jobs(e, p, p->segs, n_seg, budget);
     if (p->spec.kind == SK_POL_LAS)       /* one demand per class: its preempted jobs are its tail */
@@ -1300,6 +1427,11 @@ static double fgd_value(const sk_engine *e, const struct sk_policy *p) {
 
 void skn_on_node_change(sk_engine *e, int32_t node, int32_t used_before) {
     struct sk_policy *p = e->pol;
+    p->free[node] = e->node_cap[node] - e->node_used[node];
+    if (!p->is_dirty[node]) {
+        p->is_dirty[node] = 1;
+        p->dirty[p->n_dirty++] = node;
+    }
     int64_t base = (int64_t)p->node_type[node] * p->fgd_width;
     p->hist[base + e->node_cap[node] - used_before]--;
     p->hist[base + e->node_cap[node] - e->node_used[node]]++;
@@ -1393,8 +1525,8 @@ void skn_free(struct sk_policy *p) {
     free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->place_rate); free(p->sum_nn); free(p->sum_mask);
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
     free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
-    free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->done_ids); free(p->las_tmp); free(p->segs); free(p->seg_cnt);
-    free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->place_demand); free(p->seg_pos); free(p->seg_node);
+    free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->cls_until); free(p->done_ids); free(p->las_tmp); free(p->ins_pos); free(p->segs); free(p->seg_cnt);
+    free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->place_demand); free(p->seg_pos); free(p->seg_node); free(p->dirty); free(p->is_dirty);
     free(p->moved); free(p->moving); free(p->running);
     free(p);
 }
@@ -1448,10 +1580,10 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
              NEW(p->completed, nj) && NEW(p->cls_cap, nb) && NEW(p->cls_sorted, nb) &&
-             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) &&
+             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->cls_until, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) && NEW(p->ins_pos, nj) &&
              NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb) && NEW(p->trate, nj * nt) &&
              NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->place_demand, nj) && NEW(p->seg_pos, nn) &&
-             NEW(p->seg_node, p->seg_size) && NEW(p->moved, nj) && NEW(p->moving, nj) && NEW(p->running, nj);
+             NEW(p->seg_node, p->seg_size) && NEW(p->dirty, nn) && NEW(p->is_dirty, nn) && NEW(p->moved, nj) && NEW(p->moving, nj) && NEW(p->running, nj);
     return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
 }
 
@@ -1489,6 +1621,8 @@ static int fill_types(sk_engine *e, struct sk_policy *p, const sk_native_inputs 
         }
         p->type_hi[t] = pos;
     }
+    for (int32_t n = 0; n < e->n_nodes; n++) p->free[n] = e->node_cap[n] - e->node_used[n];
+    seg_build(e, p);
     return SK_OK;
 }
 
@@ -1510,7 +1644,10 @@ static void fill_inputs(sk_engine *e, struct sk_policy *p, const sk_native_input
         p->n_waiting[p->bucket[j]]++;
     }
     for (int32_t b = 1; b < p->n_buckets; b++) p->cls_off[b] = p->cls_off[b - 1] + p->n_waiting[b - 1];
-    for (int32_t b = 0; b < p->n_buckets; b++) p->cls_cap[b] = p->n_waiting[b];
+    for (int32_t b = 0; b < p->n_buckets; b++) {
+        p->cls_cap[b] = p->n_waiting[b];
+        p->cls_until[b] = -INFINITY;        /* no certificate: the first look re-keys */
+    }
     for (int32_t b = 0; b < p->n_buckets; b++) {     /* waiting regions: twice the jobs */
         p->woff[b] = 2 * p->cls_off[b];
         p->wcap[b] = 2 * p->cls_cap[b];

@@ -72,6 +72,7 @@ def assert_same_run(cluster, jobs, make_policy, round_s, oracle=None, type_choic
     np.testing.assert_array_equal(a.fragmentation["idle_gpus_while_waiting"],
                                   b.fragmentation["idle_gpus_while_waiting"])
     np.testing.assert_allclose(a.fragmentation["fgd"], b.fragmentation["fgd"], rtol=1e-12, atol=1e-12)
+    return a
 
 
 @pytest.mark.parametrize("name", NATIVE)
@@ -147,6 +148,46 @@ def test_native_las_classes_match_python(jobs, cluster, round_s, min_run_s, plac
     jobs = _fit(jobs, cluster)
     assert_same_run(cluster, jobs, lambda: get_policy("las", placement=placement, min_run_s=min_run_s),
                     round_s, oracle, type_choice)
+
+
+@st.composite
+def las_rounding(draw, max_jobs=40):
+    """LAS keys that rounding can reorder: arrivals, works and restart delays that are not
+    binary fractions, at times where an ulp is large, so that jobs with (nearly) equal attained
+    service differ in their last bits and their computed order can change between decisions."""
+    n = draw(st.integers(2, max_jobs))
+    base = draw(st.sampled_from([0.0, 1e6 + 0.1, 1e10 / 3]))
+    gaps = draw(st.lists(st.sampled_from([0.0, 0.0, 0.1, 1 / 3, 0.7, 10.0, 45.0]), min_size=n, max_size=n))
+    demand = draw(st.lists(st.sampled_from([1, 1, 2, 3]), min_size=n, max_size=n))
+    work = draw(st.lists(st.sampled_from([0.7, 33.3, 100 / 3, 60.0, 500.0]), min_size=n, max_size=n))
+    model = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+    return specs(base + np.cumsum(gaps), demand, work, model, delay=draw(st.sampled_from([0.0, 0.3, 5.0])))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=las_rounding(), cluster=clusters(), round_s=st.sampled_from([0.0, 1.1, 10 / 3, 30.0]),
+       min_run_s=st.sampled_from([1 / 3, 1.0, 20.0]),
+       placement=st.sampled_from(["consolidated", "spread"]))
+def test_native_las_order_certificate_matches_python(jobs, cluster, round_s, min_run_s, placement):
+    """The native LAS re-keys a class's unleased jobs only when the certificate of its order
+    (the gaps between neighbours against the rounding bound of their keys) runs out, and keys
+    the jobs it reads otherwise.  Near-ties that rounding decides, at large times, must give
+    the Python LAS's run, which re-keys and sorts every job at every decision."""
+    jobs = _fit(jobs, cluster)
+    assert_same_run(cluster, jobs, lambda: get_policy("las", placement=placement, min_run_s=min_run_s),
+                    round_s)
+
+
+def test_native_las_reorders_a_class_when_rounding_ties_its_keys():
+    """Two 1-GPU jobs run side by side from 0 (B) and 1e-9 s (A): A's attained service is
+    1e-9 GPU-s less, so it comes first while an ulp of the keys is smaller than that, and from
+    about 1e7 s on their keys round to the same value and B, the earlier arrival, comes first.
+    Rounds of 1e6 s see the order before and after the change; C, arriving at 2e7 s, takes one
+    of the two GPUs.  A class order certified once and kept would preempt B; LAS preempts A."""
+    cluster = small_cluster(gpus=(2,), types=(0,), speed=(1.0,))
+    jobs = specs([0.0, 1e-9, 2e7], [1, 1, 1], [1e8, 1e8, 10.0], delay=0.0)
+    native = assert_same_run(cluster, jobs, lambda: get_policy("las", min_run_s=60.0), 1e6)
+    assert list(native.restarts[:2]) == [0, 1]
 
 
 def assert_same_as_checked(cluster, jobs, policy, round_s, oracle, type_choice):
