@@ -80,7 +80,7 @@ struct sk_policy {
     double *cls_until;                  /* class order certified until then (las_refresh) */
     int64_t *done_ids;                  /* those completions, class b's at cls_off[b] */
     run_slot *las_tmp;                  /* leases that ended at this decision */
-    int64_t *ins_pos;                   /* where merge_into put them */
+    int64_t *ins_pos;                   /* run bounds of las_tmp (merge_runs), then where merge_into put them */
     run_seg *segs;                      /* contested running jobs, one sorted run per class */
     int64_t *seg_cnt;                   /* 2 x classes: keep_in_bulk's counts */
     uint64_t *rkey, *rkey2;                 /* radix sort scratch */
@@ -466,6 +466,34 @@ static void sort_slots(struct sk_policy *p, run_slot *a, int64_t n) {
     }
 }
 
+/* Stable natural merge sort of slots by slot_less: the runs already in order are found and
+ * merged pairwise (O(n log runs)).  LAS's ended leases come in a few such runs, one per
+ * decision that placed them (placed in key order; the keys since grew at one rate).  bound
+ * holds n + 1 entries, tmp n slots. */
+static void merge_runs(run_slot *a, int64_t n, run_slot *tmp, int64_t *bound) {
+    int64_t runs = 0;
+    bound[runs++] = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (slot_less(&a[i], &a[i - 1])) bound[runs++] = i;
+    bound[runs] = n;
+    run_slot *src = a, *dst = tmp;
+    while (runs > 1) {
+        int64_t out = 0;
+        for (int64_t r = 0; r < runs; r += 2) {
+            int64_t lo = bound[r], mid = bound[r + 1], hi = r + 2 <= runs ? bound[r + 2] : mid;
+            int64_t x = lo, y = mid, o = lo;
+            while (x < mid && y < hi) dst[o++] = slot_less(&src[y], &src[x]) ? src[y++] : src[x++];
+            memcpy(dst + o, src + x, (size_t)(mid - x) * sizeof *dst);
+            memcpy(dst + o + mid - x, src + y, (size_t)(hi - y) * sizeof *dst);
+            bound[out++] = lo;
+        }
+        bound[out] = n;
+        runs = out;
+        run_slot *t = src; src = dst; dst = t;
+    }
+    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+}
+
 /* Keep the slots of jobs that still run (completions and preemptions leave here). */
 static void compact_running(const sk_engine *e, struct sk_policy *p) {
     int64_t m = 0;
@@ -493,15 +521,69 @@ static int las_add(sk_engine *e, struct sk_policy *p, int64_t j) {
     return SK_OK;
 }
 
+enum { FEW_DONE = 8 };   /* completions in a class looked up by id up to this many */
+
 /* Did job j of class b, running at the last look, finish since?  Its id among the class's
  * completions when they are few (no lookup by job), else its running flag. */
 static int finished(const sk_engine *e, const struct sk_policy *p, int32_t b, int64_t j) {
-    enum { FEW = 8 };
     const int64_t *done = p->done_ids + p->cls_off[b];
-    if (p->cls_done[b] > FEW) return !p->running[j];
+    if (p->cls_done[b] > FEW_DONE) return !p->running[j];
     int hit = 0;
     for (int64_t k = 0; k < p->cls_done[b]; k++) hit |= done[k] == j;
     return hit;
+}
+
+static void las_key(run_slot *s, double t);
+
+/* Where job j, finished since the last look, sits among the n sorted jobs of class b, or -1.
+ * Its slot's key at its completion is its GPU-seconds then (the same sum, its totals did not
+ * change while it ran), so its key now is that plus the class's GPUs times the time since,
+ * up to rounding: a search for that key (the order is certified at t) and a walk over the
+ * jobs within 1e-12 of it. */
+static int64_t las_find(const sk_engine *e, const struct sk_policy *p, int32_t b, run_slot *a,
+                        int64_t n, int64_t j, double t) {
+    const sk_job *x = &e->job[j];
+    double key = x->gpu_seconds + (double)p->bucket_demand[b] * (t - x->last_update);
+    double tol = 1e-12 * fabs(key) + 1e-300;
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        las_key(&a[mid], t);
+        if (a[mid].ka < key - tol) lo = mid + 1; else hi = mid;
+    }
+    for (; lo < n; lo++) {
+        las_key(&a[lo], t);
+        if (a[lo].ka > key + tol) break;
+        if (a[lo].job == j) return lo;
+    }
+    return -1;
+}
+
+/* Drop class b's sorted jobs that finished: done[0, m) (the completions not found among its
+ * leased jobs).  While the class's order is certified, each is found by its key and the jobs
+ * above it move down in blocks; otherwise (or when one is not found) one pass keeps the rest. */
+static void las_drop_finished(const sk_engine *e, struct sk_policy *p, int32_t b, double t,
+                              const int64_t *done, int64_t m) {
+    run_slot *a = las_class(p, b);
+    int64_t n = p->cls_sorted[b], pos[FEW_DONE];
+    int found = m <= FEW_DONE && t < p->cls_until[b];
+    for (int64_t k = 0; k < m && found; k++) found = (pos[k] = las_find(e, p, b, a, n, done[k], t)) >= 0;
+    if (!found) {
+        int64_t kept = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (!finished(e, p, b, a[i].job) && kept++ != i) a[kept - 1] = a[i];
+        p->cls_sorted[b] = kept;
+        return;
+    }
+    for (int64_t k = 1; k < m; k++)                    /* positions in increasing order */
+        for (int64_t q = k; q > 0 && pos[q] < pos[q - 1]; q--) { int64_t x = pos[q]; pos[q] = pos[q - 1]; pos[q - 1] = x; }
+    int64_t w = pos[0];
+    for (int64_t k = 0; k < m; k++) {
+        int64_t next = k + 1 < m ? pos[k + 1] : n, len = next - pos[k] - 1;
+        memmove(a + w, a + pos[k] + 1, (size_t)len * sizeof *a);
+        w += len;
+    }
+    p->cls_sorted[b] = w;
 }
 
 /* Class b at time t: jobs that finished are dropped (preempted ones were cut off when they
@@ -509,20 +591,26 @@ static int finished(const sk_engine *e, const struct sk_policy *p, int32_t b, in
  * others stay at the slice's back. */
 static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int32_t b, double t) {
     run_slot *a = las_class(p, b);
-    int64_t n = 0, cap = p->cls_cap[b], kept = 0, ended = 0;
-    if (p->cls_done[b]) {
-        for (int64_t i = 0; i < p->cls_sorted[b]; i++)
-            if (!finished(e, p, b, a[i].job) && n++ != i) a[n - 1] = a[i];
-        p->cls_sorted[b] = n;
-    }
+    int64_t cap = p->cls_cap[b], kept = 0, ended = 0, n_done = p->cls_done[b], in_leased = 0;
+    int64_t *done = p->done_ids + p->cls_off[b];
     for (int64_t i = cap - 1; i >= cap - p->cls_leased[b]; i--) {   /* top down: writes stay above i */
-        if (p->cls_done[b] && finished(e, p, b, a[i].job)) continue;
+        if (n_done && finished(e, p, b, a[i].job)) {
+            for (int64_t k = 0; k < n_done - in_leased && n_done <= FEW_DONE; k++)
+                if (done[k] == a[i].job) {             /* the sorted ones' ids stay in front */
+                    done[k] = done[n_done - in_leased - 1];
+                    done[n_done - in_leased - 1] = a[i].job;
+                    break;
+                }
+            in_leased++;
+            continue;
+        }
         if (t < a[i].begin + p->spec.lease_s) {
             if (cap - 1 - kept != i) a[cap - 1 - kept] = a[i];
             kept++;
         }
         else p->las_tmp[ended++] = a[i];
     }
+    if (n_done > in_leased) las_drop_finished(e, p, b, t, done, n_done - in_leased);
     p->cls_leased[b] = kept;
     p->cls_done[b] = 0;
     return ended;
@@ -622,7 +710,7 @@ static void las_refresh(const sk_engine *e, struct sk_policy *p, int32_t b, doub
     }
     if (ended == 0) return;
     for (int64_t i = 0; i < ended; i++) key_slot(p, &p->las_tmp[i], t);
-    sort_slots(p, p->las_tmp, ended);
+    merge_runs(p->las_tmp, ended, p->slots_tmp, p->ins_pos);
     merge_into(a, n, p->las_tmp, ended, t, p->ins_pos);
     double until = merged_until(a, n + ended, p->ins_pos, ended, t);
     if (until < p->cls_until[b]) p->cls_until[b] = until;
@@ -1580,7 +1668,7 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
              NEW(p->completed, nj) && NEW(p->cls_cap, nb) && NEW(p->cls_sorted, nb) &&
-             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->cls_until, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) && NEW(p->ins_pos, nj) &&
+             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->cls_until, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) && NEW(p->ins_pos, nj + 1) &&
              NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb) && NEW(p->trate, nj * nt) &&
              NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->place_demand, nj) && NEW(p->seg_pos, nn) &&
              NEW(p->seg_node, p->seg_size) && NEW(p->dirty, nn) && NEW(p->is_dirty, nn) && NEW(p->moved, nj) && NEW(p->moving, nj) && NEW(p->running, nj);
