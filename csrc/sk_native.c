@@ -67,7 +67,7 @@ struct sk_policy {
     wait_key *wq, *wtmp;                /* the buckets' regions; merge scratch */
     int64_t *woff, *wcap, *wend, *wnew; /* region, its used top, unsorted entries below the top */
     wait_run *runs;                     /* MAX_RUNS per bucket, oldest first */
-    int32_t *n_runs, *best_run;
+    int32_t *n_runs, *best_run, *next_run;   /* runs; the one with the smallest head, the next */
     int64_t *n_waiting;
     int64_t *cls_off;                   /* each bucket's slice of per-class arrays (its jobs) */
     /* running jobs, in the last decision's order (SRTF, Tiresias) */
@@ -269,14 +269,22 @@ static void sort_keys(wait_key *a, int64_t n, wait_key *tmp) {
     if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
-/* Bucket b's run with the smallest head. */
+/* Bucket b's run with the smallest head, and the run with the smallest head among the others
+ * (-1 if none). */
 static void wait_best(struct sk_policy *p, int32_t b) {
     const wait_key *q = wait_region(p, b);
     const wait_run *r = wait_runs(p, b);
-    int32_t best = 0;
-    for (int32_t k = 1; k < p->n_runs[b]; k++)
-        if (key_less(&q[r[k].lo], &q[r[best].lo])) best = k;
+    int32_t best = 0, next = -1;
+    for (int32_t k = 1; k < p->n_runs[b]; k++) {
+        if (key_less(&q[r[k].lo], &q[r[best].lo])) {
+            next = best;
+            best = k;
+        } else if (next < 0 || key_less(&q[r[k].lo], &q[r[next].lo])) {
+            next = k;
+        }
+    }
     p->best_run[b] = best;
+    p->next_run[b] = next;
 }
 
 /* Squeeze the gaps out of bucket b's region (runs and unsorted entries keep their order). */
@@ -339,15 +347,18 @@ static const wait_key *wait_head(const struct sk_policy *p, int32_t b) {
 /* Take the head of bucket b's queue (settled, not empty). */
 static int64_t wait_take(struct sk_policy *p, int32_t b) {
     wait_run *r = wait_runs(p, b);
-    int32_t k = p->best_run[b];
-    int64_t j = wait_region(p, b)[r[k].lo++].job;
+    const wait_key *q = wait_region(p, b);
+    int32_t k = p->best_run[b], next = p->next_run[b];
+    int64_t j = q[r[k].lo++].job;
     p->n_waiting[b]--;
     if (r[k].lo == r[k].hi) {                   /* used up: its space is a gap (the top's is free) */
         memmove(r + k, r + k + 1, (size_t)(p->n_runs[b] - k - 1) * sizeof *r);
         p->n_runs[b]--;
         if (k == p->n_runs[b]) p->wend[b] = k > 0 ? r[k - 1].hi : 0;
+        if (p->n_runs[b] > 0) wait_best(p, b);
+    } else if (next >= 0 && key_less(&q[r[next].lo], &q[r[k].lo])) {
+        wait_best(p, b);                        /* else run k still leads: the others did not change */
     }
-    if (p->n_runs[b] > 0) wait_best(p, b);
     return j;
 }
 
@@ -903,7 +914,15 @@ static int64_t seg_find(const struct sk_policy *p, int64_t i, int64_t a, int64_t
 /* The lowest node of type t with at least want free GPUs, or -1 (its leaves are the
  * contiguous range type_lo..type_hi, in node order). */
 static int64_t seg_first_fit(const struct sk_policy *p, int32_t t, int32_t want) {
-    int64_t leaf = seg_find(p, 1, 0, p->seg_size, p->type_lo[t], p->type_hi[t], want);
+    int64_t leaf;
+    if (p->n_types == 1) {                  /* the type is every leaf: one descent */
+        if (p->seg[1] < want) return -1;
+        int64_t i = 1;
+        while (i < p->seg_size) i = p->seg[2 * i] >= want ? 2 * i : 2 * i + 1;
+        leaf = i - p->seg_size;
+    } else {
+        leaf = seg_find(p, 1, 0, p->seg_size, p->type_lo[t], p->type_hi[t], want);
+    }
     return leaf < 0 ? -1 : p->seg_node[leaf];
 }
 
@@ -1062,6 +1081,7 @@ static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
         int64_t j = k < p->n_preempt ? p->preempt[k] : p->moved[k - p->n_preempt];
         const sk_job *x = &e->job[j];
         __builtin_prefetch(x, 1);                       /* line 1, for the apply's accrual */
+        __builtin_prefetch(&e->arrival[j], 0);          /* for its waiting key */
         for (int32_t q = 0; q < x->pl_len; q++) {
             int32_t n = x->pl[2 * q];
             p->free[n] += x->pl[2 * q + 1];
@@ -1086,9 +1106,13 @@ static int place_selected(sk_engine *e, struct sk_policy *p) {
     if (p->n_place == 0) return SK_OK;
     int64_t free_total = free_after_preemptions(e, p), o = 0;
     for (int64_t k = 0; k < p->n_place; k++) {          /* for the apply: their records */
-        const sk_job *x = &e->job[p->place[k]];
+        int64_t j = p->place[k];
+        const sk_job *x = &e->job[j];
         __builtin_prefetch(x, 1);
         __builtin_prefetch((const char *)x + 64, 1);
+        __builtin_prefetch(&p->model[j], 0);            /* and what the rates, the apply and */
+        __builtin_prefetch(&p->used_types[j], 1);       /* the slot read of them */
+        __builtin_prefetch(&e->arrival[j], 0);
     }
     for (int64_t k = 0; k < p->n_place; k++) {
         int64_t j = p->place[k];
@@ -1606,7 +1630,7 @@ void skn_free(struct sk_policy *p) {
     free(p->est); free(p->node_speed); 
     free(p->queue); free(p->entered); free(p->fresh); free(p->bucket_demand); free(p->wq); free(p->wtmp);
     free(p->woff); free(p->wcap); free(p->wend); free(p->wnew); free(p->runs); free(p->n_runs);
-    free(p->best_run);
+    free(p->best_run); free(p->next_run);
     free(p->cls_off); free(p->n_waiting); free(p->slots); free(p->slots_tmp); free(p->preempt);
     free(p->place); free(p->place_ptr); free(p->place_nodes); free(p->place_counts); free(p->free);
     free(p->taken); free(p->node_keys); free(p->ap_ids); free(p->ap_ptr); free(p->ap_ord);
@@ -1655,7 +1679,7 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->fresh, nj) && NEW(p->bucket_demand, nb) && NEW(p->wq, 2 * nj) &&
              NEW(p->wtmp, nj) && NEW(p->woff, nb) && NEW(p->wcap, nb) && NEW(p->wend, nb) &&
              NEW(p->wnew, nb) && NEW(p->runs, (int64_t)nb * MAX_RUNS) && NEW(p->n_runs, nb) &&
-             NEW(p->best_run, nb) &&
+             NEW(p->best_run, nb) && NEW(p->next_run, nb) &&
              NEW(p->cls_off, nb) && NEW(p->n_waiting, nb) && NEW(p->slots, nj) &&
              NEW(p->slots_tmp, nj) && NEW(p->preempt, nj) && NEW(p->place, nj) &&
              NEW(p->place_ptr, nj + 1) && NEW(p->place_nodes, g) && NEW(p->place_counts, g) &&
