@@ -1135,24 +1135,37 @@ static int bulk_ok(const struct sk_policy *p) {
     return !p->spec.blocking && p->segs[0].demand > 0 && p->n_types == 1;
 }
 
-/* The run whose head comes first (slot_less), or -1 when all are used up.  LAS's heads are
- * keyed here (demand > 0: las_key). */
-static int32_t first_run(const run_seg *seg, int32_t n_seg) {
-    int32_t best = -1;
+/* The run whose head comes first (slot_less), or -1 when all are used up; *next: the first
+ * among the others (-1 if none).  LAS's heads are keyed here (demand > 0: las_key). */
+static int32_t first_run(const run_seg *seg, int32_t n_seg, int32_t *next) {
+    int32_t best = -1, nx = -1;
     for (int32_t k = 0; k < n_seg; k++) {
         if (seg[k].lo >= seg[k].hi) continue;
         if (seg[k].demand > 0) las_key(&seg[k].a[seg[k].lo], seg[k].t);
-        if (best < 0 || slot_less(&seg[k].a[seg[k].lo], &seg[best].a[seg[best].lo])) best = k;
+        if (best < 0) {
+            best = k;
+        } else if (slot_less(&seg[k].a[seg[k].lo], &seg[best].a[seg[best].lo])) {
+            nx = best;
+            best = k;
+        } else if (nx < 0 || slot_less(&seg[k].a[seg[k].lo], &seg[nx].a[seg[nx].lo])) {
+            nx = k;
+        }
     }
+    *next = nx;
     return best;
 }
 
-/* Run r's head leaves it (preempted: the run's cut starts there if it has none yet);
- * returns the run whose head comes first now. */
-static int32_t run_pop(run_seg *seg, int32_t n_seg, int32_t r, int preempted) {
+/* Run r (the first) gives up its head (preempted: the run's cut starts there if it has none
+ * yet); returns the run whose head comes first now.  The other runs' heads did not change:
+ * r still leads unless its new head comes after *next's. */
+static int32_t run_pop(run_seg *seg, int32_t n_seg, int32_t r, int preempted, int32_t *next) {
     if (preempted && seg[r].cut == seg[r].hi) seg[r].cut = seg[r].lo;
     seg[r].lo++;
-    return first_run(seg, n_seg);
+    if (seg[r].lo < seg[r].hi) {
+        if (seg[r].demand > 0) las_key(&seg[r].a[seg[r].lo], seg[r].t);
+        if (*next < 0 || slot_less(&seg[r].a[seg[r].lo], &seg[*next].a[seg[*next].lo])) return r;
+    }
+    return first_run(seg, n_seg, next);
 }
 
 /* GPUs of the jobs before x (all of them if x is NULL) in runs of one demand each: cnt[k]
@@ -1208,7 +1221,7 @@ static int64_t keep_in_bulk(run_seg *seg, int32_t n_seg, const run_slot *x, int6
 static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t n_seg,
                         int64_t budget) {
     int blocking = p->spec.blocking, bulk = bulk_ok(p);
-    int32_t r = first_run(seg, n_seg);
+    int32_t next, r = first_run(seg, n_seg, &next);
     int32_t b = best_bucket(p, blocking);
     for (;;) {
         if (budget <= 0 && !blocking) break;
@@ -1221,7 +1234,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
             int64_t kept = keep_in_bulk(seg, n_seg, b >= 0 ? &x : NULL, budget, p->seg_cnt, p->seg_cnt + n_seg);
             budget -= kept;
             p->tbudget[0] -= kept;             /* bulk_ok: one type, the budget's */
-            r = first_run(seg, n_seg);
+            r = first_run(seg, n_seg, &next);
             bulk = 0;
             continue;
         }
@@ -1237,7 +1250,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
         if (t < 0) {
             if (blocking) break;
             plan_add_preempt(p, j);           /* a running job that no longer fits */
-            r = run_pop(seg, n_seg, r, 1);
+            r = run_pop(seg, n_seg, r, 1, &next);
             continue;
         }
         budget -= demand;
@@ -1249,7 +1262,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
                 p->moving[j] = 1;
                 plan_add_place(p, j, t, demand);
             }
-            r = run_pop(seg, n_seg, r, 0);
+            r = run_pop(seg, n_seg, r, 0, &next);
         } else {
             p->tfree[t] -= demand;
             plan_add_place(p, wait_take(p, b), t, demand);
