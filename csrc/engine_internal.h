@@ -26,7 +26,7 @@ typedef struct {
     double last_update;
     double gpu_seconds;
     double run_seconds;
-    int64_t version;           /* completion events of older versions are stale */
+    int64_t unused;            /* keeps line 2 on the second cache line */
     int32_t state;
     int32_t ngpu;
     /* line 2: starts, queueing, placement */
@@ -60,6 +60,9 @@ struct sk_engine {
     sk_job *job;
     void *job_block;           /* job's allocation (job is aligned to a cache line in it) */
     double *finish;
+    int64_t *version;          /* per job: completion events of older versions are stale (apart
+                                  from the records, so that dropping stale events reads 8 bytes
+                                  a job, not a line of a record) */
     int64_t *stamp;            /* duplicate detection in apply */
     int64_t *active;           /* ids of arrived, unfinished jobs, increasing */
     int64_t n_active;

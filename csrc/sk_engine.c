@@ -52,7 +52,7 @@ static void heap_drop_stale(sk_engine *e) {
     int64_t m = 0;
     for (int64_t i = 0; i < e->heap_len; i++) {
         const sk_event *ev = &e->heap[i];
-        if (ev->kind == SK_EV_COMPLETION && ev->version != e->job[ev->job].version) continue;
+        if (ev->kind == SK_EV_COMPLETION && ev->version != e->version[ev->job]) continue;
         e->heap[m++] = *ev;
     }
     e->heap_len = m;
@@ -130,7 +130,7 @@ void sk_engine_free(sk_engine *e) {
     free(e->job_block);
     free(e->node_cap); free(e->node_used); free(e->scratch);
     free(e->arrival); free(e->work); free(e->arrival_order);
-    free(e->finish); free(e->stamp); free(e->active); free(e->heap);
+    free(e->finish); free(e->version); free(e->stamp); free(e->active); free(e->heap);
     free(e);
 }
 
@@ -182,9 +182,10 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
     e->arrival_order = malloc(nj * sizeof(int64_t));
     e->finish = malloc(nj * sizeof(double));
     e->stamp = calloc(nj, sizeof(int64_t));
+    e->version = calloc(nj, sizeof(int64_t));
     e->active = malloc(nj * sizeof(int64_t));
     if (alloc_jobs(e, nj) < 0 || !e->node_cap || !e->node_used || !e->scratch || !e->arrival ||
-        !e->work || !e->arrival_order || !e->finish || !e->stamp || !e->active)
+        !e->work || !e->arrival_order || !e->finish || !e->version || !e->stamp || !e->active)
         return ske_fail(e, SK_ENOMEM, "out of memory for %lld jobs", (long long)n_jobs);
     for (int32_t n = 0; n < n_nodes; n++) {
         if (node_gpus[n] < 0) return ske_fail(e, SK_EINVAL, "node %d has %d GPUs", n, node_gpus[n]);
@@ -305,7 +306,7 @@ static int complete(sk_engine *e, int64_t j, sk_batch *b) {
     e->job[j].state = SK_JOB_DONE;
     release(e, j);
     e->job[j].rate = 0.0;
-    e->job[j].version++;
+    e->version[j]++;
     e->n_running--;
     e->n_done++;
     active_remove(e, j);
@@ -377,7 +378,7 @@ int sk_engine_step(sk_engine *e, sk_batch *b) {
         int rc = SK_OK;
         switch (ev.kind) {
         case SK_EV_COMPLETION:
-            if (ev.version != e->job[ev.job].version || e->job[ev.job].state != SK_JOB_RUNNING) break;
+            if (ev.version != e->version[ev.job] || e->job[ev.job].state != SK_JOB_RUNNING) break;
             rc = complete(e, ev.job, b);
             b->reasons |= e->decide_on & SK_WHY_COMPLETION;
             break;
@@ -493,10 +494,10 @@ static int validate_apply(sk_engine *e, int64_t n, const int64_t *ids, const int
 static int push_completion(sk_engine *e, int64_t j, double rate) {
     sk_job *x = &e->job[j];
     x->rate = rate;
-    x->version++;
+    e->version[j]++;
     double begin = x->resume_at > e->now ? x->resume_at : e->now;
     double rem = x->remaining > 0.0 ? x->remaining : 0.0;
-    return heap_push(e, begin + rem / rate, SK_EV_COMPLETION, j, x->version);
+    return heap_push(e, begin + rem / rate, SK_EV_COMPLETION, j, e->version[j]);
 }
 
 /* Phase 1 of apply: release the GPUs of running jobs whose placement changes. */
@@ -521,7 +522,7 @@ static void wait_again(sk_engine *e, int64_t j) {
     e->n_running--;
     e->n_queued++;
     x->rate = 0.0;
-    x->version++;
+    e->version[j]++;
 }
 
 /* Job j, queued or released (moved), starts on its new placement (len > 0) at rate. */
@@ -558,7 +559,7 @@ static int take_new(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t
             return SK_OK;
         }
         e->job[j].rate = 0.0;
-        e->job[j].version++;
+        e->version[j]++;
         return SK_OK;
     }
     if (e->job[j].state == SK_JOB_RUNNING && !moved)   /* same placement, new rate */

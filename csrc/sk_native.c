@@ -918,7 +918,7 @@ static int64_t seg_first_fit(const struct sk_policy *p, int32_t t, int32_t want)
     if (p->n_types == 1) {                  /* the type is every leaf: one descent */
         if (p->seg[1] < want) return -1;
         int64_t i = 1;
-        while (i < p->seg_size) i = p->seg[2 * i] >= want ? 2 * i : 2 * i + 1;
+        while (i < p->seg_size) i = 2 * i + (p->seg[2 * i] < want);   /* no branch to mispredict */
         leaf = i - p->seg_size;
     } else {
         leaf = seg_find(p, 1, 0, p->seg_size, p->type_lo[t], p->type_hi[t], want);
