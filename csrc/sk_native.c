@@ -87,11 +87,12 @@ struct sk_policy {
     /* the pending plan: preempt[], then place[] with CSR entries, in decision order */
     int64_t *preempt, n_preempt, *place, n_place, *place_ptr, *place_pos;
     int32_t *place_nodes, *place_counts, *free, *taken;
-    int32_t *seg;                       /* max-tree over free (seg_size leaves) */
+    uint64_t *room_bits, *room_sum;     /* free GPUs per node by level (room_*) */
+    int32_t *room_leaf, room_top;       /* each leaf's free GPUs; the levels (largest node) */
+    int64_t room_words, room_sums;      /* words per level, summary words per level */
     int64_t *dirty, n_dirty;            /* nodes whose free GPUs changed since the tree's last sync */
     int8_t *is_dirty;
     int64_t *free_start, *ap_tmp;       /* counting-sort and merge-sort scratch */
-    int64_t seg_size;
     int64_t done_seen;                  /* completions when the slots were last compacted */
     int slots_stale;                    /* preemptions since then */
     int64_t *node_keys;
@@ -123,7 +124,7 @@ struct sk_policy {
     int8_t *moving;                     /* per job: in moved[] */
     int8_t *running;                    /* per job: runs (the engine's state, a byte per job:
                                            passes over the slots read it from cache) */
-    int64_t *seg_pos, *seg_node;        /* node <-> max-tree leaf, leaves grouped by type */
+    int64_t *leaf_pos, *leaf_node;      /* node <-> leaf position, leaves grouped by type */
     int64_t type_lo[64], type_hi[64];   /* each type's leaves */
     double type_first[64];              /* first-fit key: the type's first node */
     int64_t tcap[64], tused[64];        /* GPUs per type, and in use now */
@@ -882,48 +883,80 @@ static void sort_entries(int32_t *nodes, int32_t *counts, int64_t m) {
     }
 }
 
-/* ---- a max-tree over the free GPUs per node: first fit in O(log nodes) */
+/* ---- the free GPUs per node as bit sets by level: first fit in O(1) word operations
+ *
+ * Each node has a leaf position (leaves grouped by GPU type, in node order within a type:
+ * a type's nodes are the range type_lo..type_hi).  Level v (1..room_top) is a bit set over
+ * the leaves, bit set when the node has at least v free GPUs, with a summary bit per
+ * non-empty 64-bit word.  A first fit is the first set bit at or after a position: a word or
+ * two and a count of trailing zeros, where a max-tree descent is a chain of dependent loads. */
 
-static void seg_build(const sk_engine *e, struct sk_policy *p) {
-    int64_t size = p->seg_size;
-    for (int64_t i = 0; i < size; i++) p->seg[size + i] = i < e->n_nodes ? p->free[p->seg_node[i]] : -1;
-    for (int64_t i = size - 1; i > 0; i--)
-        p->seg[i] = p->seg[2 * i] > p->seg[2 * i + 1] ? p->seg[2 * i] : p->seg[2 * i + 1];
-}
+static uint64_t *room_level(const struct sk_policy *p, int32_t v) { return p->room_bits + (int64_t)(v - 1) * p->room_words; }
+static uint64_t *room_summary(const struct sk_policy *p, int32_t v) { return p->room_sum + (int64_t)(v - 1) * p->room_sums; }
 
-/* A leaf changes; its ancestors are updated up to the first whose maximum stays. */
-static void seg_set(struct sk_policy *p, int64_t node, int32_t value) {
-    int64_t i = p->seg_size + p->seg_pos[node];
-    p->seg[i] = value;
-    for (i /= 2; i > 0; i /= 2) {
-        int32_t m = p->seg[2 * i] > p->seg[2 * i + 1] ? p->seg[2 * i] : p->seg[2 * i + 1];
-        if (p->seg[i] == m) break;
-        p->seg[i] = m;
+/* Leaf pos's free GPUs become value (bits of the levels between the old and new value flip). */
+static void room_set_leaf(struct sk_policy *p, int64_t pos, int32_t value) {
+    int32_t old = p->room_leaf[pos] > 0 ? p->room_leaf[pos] : 0, now = value > 0 ? value : 0;
+    p->room_leaf[pos] = value;
+    int64_t w = pos >> 6;
+    uint64_t bit = 1ULL << (pos & 63), sbit = 1ULL << (w & 63);
+    for (int32_t v = old + 1; v <= now; v++) {              /* more free: set */
+        uint64_t *word = &room_level(p, v)[w];
+        if (*word == 0) room_summary(p, v)[w >> 6] |= sbit;
+        *word |= bit;
+    }
+    for (int32_t v = now + 1; v <= old; v++) {              /* fewer free: clear */
+        uint64_t *word = &room_level(p, v)[w];
+        *word &= ~bit;
+        if (*word == 0) room_summary(p, v)[w >> 6] &= ~sbit;
     }
 }
 
-/* The first leaf in [lo, hi) of the subtree i (covering [a, b)) with at least want, or -1. */
-static int64_t seg_find(const struct sk_policy *p, int64_t i, int64_t a, int64_t b, int64_t lo,
-                        int64_t hi, int32_t want) {
-    if (b <= lo || hi <= a || p->seg[i] < want) return -1;
-    if (i >= p->seg_size) return i - p->seg_size;
-    int64_t mid = a + (b - a) / 2, r = seg_find(p, 2 * i, a, mid, lo, hi, want);
-    return r >= 0 ? r : seg_find(p, 2 * i + 1, mid, b, lo, hi, want);
+static void room_set(struct sk_policy *p, int64_t node, int32_t value) {
+    room_set_leaf(p, p->leaf_pos[node], value);
 }
 
-/* The lowest node of type t with at least want free GPUs, or -1 (its leaves are the
- * contiguous range type_lo..type_hi, in node order). */
-static int64_t seg_first_fit(const struct sk_policy *p, int32_t t, int32_t want) {
-    int64_t leaf;
-    if (p->n_types == 1) {                  /* the type is every leaf: one descent */
-        if (p->seg[1] < want) return -1;
-        int64_t i = 1;
-        while (i < p->seg_size) i = 2 * i + (p->seg[2 * i] < want);   /* no branch to mispredict */
-        leaf = i - p->seg_size;
-    } else {
-        leaf = seg_find(p, 1, 0, p->seg_size, p->type_lo[t], p->type_hi[t], want);
+static void room_build(const sk_engine *e, struct sk_policy *p) {
+    memset(p->room_bits, 0, (size_t)p->room_top * p->room_words * sizeof *p->room_bits);
+    memset(p->room_sum, 0, (size_t)p->room_top * p->room_sums * sizeof *p->room_sum);
+    for (int64_t pos = 0; pos < e->n_nodes; pos++) {
+        p->room_leaf[pos] = 0;
+        room_set_leaf(p, pos, p->free[p->leaf_node[pos]]);
     }
-    return leaf < 0 ? -1 : p->seg_node[leaf];
+}
+
+/* The first leaf in [lo, hi) with at least want free GPUs, or -1. */
+static int64_t room_find(const struct sk_policy *p, int64_t lo, int64_t hi, int32_t want) {
+    if (want > p->room_top || lo >= hi) return -1;
+    if (want < 1) want = 1;
+    const uint64_t *bits = room_level(p, want), *sum = room_summary(p, want);
+    int64_t w = lo >> 6, pos = -1;
+    uint64_t m = bits[w] & (~0ULL << (lo & 63));
+    if (m) {
+        pos = (w << 6) + __builtin_ctzll(m);
+    } else if (++w < p->room_words) {                  /* the next non-empty word, by summary */
+        int64_t s = w >> 6;
+        uint64_t sm = sum[s] & (~0ULL << (w & 63));
+        while (!sm && ++s < p->room_sums) sm = sum[s];
+        if (sm) {
+            w = (s << 6) + __builtin_ctzll(sm);
+            pos = (w << 6) + __builtin_ctzll(bits[w]);
+        }
+    }
+    return pos >= 0 && pos < hi ? pos : -1;
+}
+
+/* The lowest node of type t with at least want free GPUs, or -1. */
+static int64_t room_first_fit(const struct sk_policy *p, int32_t t, int32_t want) {
+    int64_t pos = room_find(p, p->type_lo[t], p->type_hi[t], want);
+    return pos < 0 ? -1 : p->leaf_node[pos];
+}
+
+/* The most free GPUs on one node of type t (0 if none). */
+static int32_t room_max(const struct sk_policy *p, int32_t t) {
+    for (int32_t v = p->room_top; v >= 1; v--)
+        if (room_find(p, p->type_lo[t], p->type_hi[t], v) >= 0) return v;
+    return 0;
 }
 
 static int64_t place_spread(const sk_engine *e, struct sk_policy *p, int32_t *free, int32_t t,
@@ -942,22 +975,12 @@ static int64_t place_spread(const sk_engine *e, struct sk_policy *p, int32_t *fr
             nodes[out] = (int32_t)i;
             counts[out++] = p->taken[i];
             free[i] -= p->taken[i];
-            seg_set(p, i, free[i]);
+            room_set(p, i, free[i]);
             p->taken[i] = 0;
         }
     }
     sort_entries(nodes, counts, out);
     return out;
-}
-
-/* The most free GPUs on one node of leaves [lo, hi). */
-static int32_t seg_max(const struct sk_policy *p, int64_t lo, int64_t hi) {
-    int32_t best = -1;
-    for (lo += p->seg_size, hi += p->seg_size; lo < hi; lo /= 2, hi /= 2) {
-        if (lo & 1) { if (p->seg[lo] > best) best = p->seg[lo]; lo++; }
-        if (hi & 1) { hi--; if (p->seg[hi] > best) best = p->seg[hi]; }
-    }
-    return best;
 }
 
 /* Single node of the type, first fit; else its fewest nodes: most free first, ties by index
@@ -966,10 +989,10 @@ static int32_t seg_max(const struct sk_policy *p, int64_t lo, int64_t hi) {
  * O(log nodes) a node through the max-tree instead of a sort of the type's nodes. */
 static int64_t place_consolidated(const sk_engine *e, struct sk_policy *p, int32_t *free,
                                   int32_t t, int32_t want, int32_t *nodes, int32_t *counts) {
-    int64_t first = seg_first_fit(p, t, want);
+    int64_t first = room_first_fit(p, t, want);
     if (first >= 0) {
         free[first] -= want;
-        seg_set(p, first, free[first]);
+        room_set(p, first, free[first]);
         nodes[0] = (int32_t)first;
         counts[0] = want;
         return 1;
@@ -977,15 +1000,15 @@ static int64_t place_consolidated(const sk_engine *e, struct sk_policy *p, int32
     int64_t out = 0;
     int32_t need = want;
     while (need > 0) {
-        int32_t most = seg_max(p, p->type_lo[t], p->type_hi[t]);
+        int32_t most = room_max(p, t);
         if (most <= 0) break;
-        int64_t i = seg_first_fit(p, t, most);
+        int64_t i = room_first_fit(p, t, most);
         int32_t g = free[i] < need ? free[i] : need;
         nodes[out] = (int32_t)i;
         counts[out++] = g;
         need -= g;
         free[i] -= g;
-        seg_set(p, i, free[i]);
+        room_set(p, i, free[i]);
     }
     sort_entries(nodes, counts, out);
     return out;
@@ -1095,7 +1118,7 @@ static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
     for (int64_t k = 0; k < p->n_dirty; k++) {
         int64_t n = p->dirty[k];
         p->is_dirty[n] = 0;
-        if (p->seg[p->seg_size + p->seg_pos[n]] != p->free[n]) seg_set(p, n, p->free[n]);
+        if (p->room_leaf[p->leaf_pos[n]] != p->free[n]) room_set(p, n, p->free[n]);
     }
     p->n_dirty = 0;
     return total;
@@ -1649,9 +1672,9 @@ void skn_free(struct sk_policy *p) {
     free(p->taken); free(p->node_keys); free(p->ap_ids); free(p->ap_ptr); free(p->ap_ord);
     free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->place_rate); free(p->sum_nn); free(p->sum_mask);
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
-    free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->seg); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
+    free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->room_bits); free(p->room_sum); free(p->room_leaf); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
     free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->cls_until); free(p->done_ids); free(p->las_tmp); free(p->ins_pos); free(p->segs); free(p->seg_cnt);
-    free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->place_demand); free(p->seg_pos); free(p->seg_node); free(p->dirty); free(p->is_dirty);
+    free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->place_demand); free(p->leaf_pos); free(p->leaf_node); free(p->dirty); free(p->is_dirty);
     free(p->moved); free(p->moving); free(p->running);
     free(p);
 }
@@ -1699,7 +1722,7 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->free, nn) && NEW(p->taken, nn) && NEW(p->node_keys, nn) && NEW(p->ap_ids, nj) &&
              NEW(p->ap_ptr, nj + 1) && NEW(p->ap_ord, nj) && NEW(p->ap_nodes, g) &&
              NEW(p->ap_counts, g) && NEW(p->ap_rates, nj) && NEW(p->place_rate, nj) && NEW(p->dem, nj) && NEW(p->place_pos, nj) && NEW(p->rkey, nj) && NEW(p->rkey2, nj) &&
-             NEW(p->seg, 2 * p->seg_size) && NEW(p->free_start, p->fgd_width + 1) &&
+             NEW(p->room_bits, (int64_t)p->room_top * p->room_words) && NEW(p->room_sum, (int64_t)p->room_top * p->room_sums) && NEW(p->room_leaf, nn) && NEW(p->free_start, p->fgd_width + 1) &&
              NEW(p->ap_tmp, nj) && NEW(p->sum_nn, nj) &&
              NEW(p->sum_mask, nj) && NEW(p->sum_slot, nj) && NEW(p->sum_speed, nj) &&
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
@@ -1707,8 +1730,8 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->completed, nj) && NEW(p->cls_cap, nb) && NEW(p->cls_sorted, nb) &&
              NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->cls_until, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) && NEW(p->ins_pos, nj + 1) &&
              NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb) && NEW(p->trate, nj * nt) &&
-             NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->place_demand, nj) && NEW(p->seg_pos, nn) &&
-             NEW(p->seg_node, p->seg_size) && NEW(p->dirty, nn) && NEW(p->is_dirty, nn) && NEW(p->moved, nj) && NEW(p->moving, nj) && NEW(p->running, nj);
+             NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->place_demand, nj) && NEW(p->leaf_pos, nn) &&
+             NEW(p->leaf_node, nn) && NEW(p->dirty, nn) && NEW(p->is_dirty, nn) && NEW(p->moved, nj) && NEW(p->moving, nj) && NEW(p->running, nj);
     return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
 }
 
@@ -1739,15 +1762,15 @@ static int fill_types(sk_engine *e, struct sk_policy *p, const sk_native_inputs 
         for (int32_t n = 0; n < e->n_nodes; n++) {
             if (p->node_type[n] != t) continue;
             if (pos == p->type_lo[t]) p->type_first[t] = (double)n;
-            p->seg_pos[n] = pos;
-            p->seg_node[pos++] = n;
+            p->leaf_pos[n] = pos;
+            p->leaf_node[pos++] = n;
             p->tcap[t] += e->node_cap[n];
             p->tused[t] += e->node_used[n];
         }
         p->type_hi[t] = pos;
     }
     for (int32_t n = 0; n < e->n_nodes; n++) p->free[n] = e->node_cap[n] - e->node_used[n];
-    seg_build(e, p);
+    room_build(e, p);
     return SK_OK;
 }
 
@@ -1804,7 +1827,10 @@ int sk_native_set_policy(sk_engine *e, const sk_policy_spec *spec, const sk_nati
     p->n_types = in->n_types;
     p->n_buckets = in->n_buckets;
     p->fgd_width = in->fgd_width;
-    for (p->seg_size = 1; p->seg_size < e->n_nodes; p->seg_size *= 2) {}
+    for (int32_t n = 0; n < e->n_nodes; n++)
+        if (e->node_cap[n] > p->room_top) p->room_top = e->node_cap[n];
+    p->room_words = (e->n_nodes + 63) / 64;
+    p->room_sums = (p->room_words + 63) / 64;
     rc = alloc_policy(e, p, in->n_buckets);
     if (rc < 0) { skn_free(p); return rc; }
     fill_inputs(e, p, in);
