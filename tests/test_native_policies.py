@@ -190,6 +190,31 @@ def test_native_las_reorders_a_class_when_rounding_ties_its_keys():
     assert list(native.restarts[:2]) == [0, 1]
 
 
+@st.composite
+def wide_clusters(draw):
+    """More nodes than a 64-bit word (the placement's bit sets span words and summary bits),
+    small nodes, two GPU types interleaved so that a type's range starts and ends inside words."""
+    n = draw(st.integers(65, 200))
+    gpus = draw(st.lists(st.sampled_from([1, 2, 2, 4]), min_size=n, max_size=n))
+    types = draw(st.lists(st.integers(0, 1), min_size=n, max_size=n))
+    return small_cluster(tuple(gpus), tuple(types), (1.0,) * n)
+
+
+@pytest.mark.parametrize("name", NATIVE)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=las_contended(max_jobs=120), cluster=wide_clusters(), round_s=st.sampled_from([0.0, 30.0]),
+       placement=st.sampled_from(["consolidated", "spread"]),
+       type_choice=st.sampled_from(["first-fit", "fastest", "random"]))
+def test_native_matches_python_on_many_nodes(name, jobs, cluster, round_s, placement, type_choice):
+    """First fits and fewest-node placements over hundreds of nodes (requests of up to 8 GPUs
+    on nodes of 1-4 span several nodes): the native placement's bit sets against the Python
+    placer."""
+    jobs = specs(jobs.arrival, jobs.demand * 2, jobs.work * 4, jobs.model,
+                 delay=float(jobs.restart_delay[0]))
+    assert_same_run(cluster, jobs, lambda: _policy(name, placement, (50.0,)), round_s, LinearOracle(),
+                    type_choice)
+
+
 def assert_same_as_checked(cluster, jobs, policy, round_s, oracle, type_choice):
     """The kernel applies its own plans as built (no validation, no sort by job id); the same
     plans validated and applied in job-id order must give the same run."""
