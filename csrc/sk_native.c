@@ -510,7 +510,7 @@ static void merge_runs(run_slot *a, int64_t n, run_slot *tmp, int64_t *bound) {
 static void compact_running(const sk_engine *e, struct sk_policy *p) {
     int64_t m = 0;
     for (int64_t i = 0; i < p->n_slots; i++)
-        if (p->running[p->slots[i].job]) p->slots[m++] = p->slots[i];
+        if (p->running[p->slots[i].job] && m++ != i) p->slots[m - 1] = p->slots[i];   /* no self-copies */
     p->n_slots = m;
 }
 
@@ -1313,7 +1313,7 @@ static int64_t split_running(const sk_engine *e, struct sk_policy *p, int64_t *b
         if (!head || slot_before(s, head)) {
             used += s->demand;
             p->tbudget[s->type] -= s->demand;
-            p->slots[n_ahead++] = *s;
+            if (n_ahead++ != i) p->slots[n_ahead - 1] = *s;
         } else {
             cont[n_cont++] = *s;
         }
