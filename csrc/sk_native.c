@@ -506,12 +506,19 @@ static void merge_runs(run_slot *a, int64_t n, run_slot *tmp, int64_t *bound) {
     if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
 }
 
-/* Keep the slots of jobs that still run (completions and preemptions leave here). */
+/* Keep the slots of jobs that still run (completions and preemptions leave here): each hole
+ * is filled with the last slot, so a decision moves as many slots as jobs left, not every slot
+ * after the first hole.  The order changes only where a hole was (the split below and the
+ * sort of the contested ones take any order; their insertion sort gains from a nearly kept one). */
 static void compact_running(const sk_engine *e, struct sk_policy *p) {
-    int64_t m = 0;
-    for (int64_t i = 0; i < p->n_slots; i++)
-        if (p->running[p->slots[i].job] && m++ != i) p->slots[m - 1] = p->slots[i];   /* no self-copies */
-    p->n_slots = m;
+    int64_t n = p->n_slots;
+    for (int64_t i = 0; i < n; i++) {
+        if (p->running[p->slots[i].job]) continue;
+        while (n > i + 1 && !p->running[p->slots[n - 1].job]) n--;
+        if (n > i + 1) p->slots[i] = p->slots[--n];
+        else n = i;
+    }
+    p->n_slots = n;
 }
 
 /* ---------------------------------------------------------------- LAS by class */
