@@ -90,7 +90,7 @@ struct sk_policy {
     uint64_t *room_bits, *room_sum;     /* free GPUs per node by level (room_*) */
     int32_t *room_leaf, room_top;       /* each leaf's free GPUs; the levels (largest node) */
     int64_t room_words, room_sums;      /* words per level, summary words per level */
-    int64_t *dirty, n_dirty;            /* nodes whose free GPUs changed since the tree's last sync */
+    int64_t *dirty, n_dirty;            /* nodes whose free GPUs changed since the bit sets' last sync */
     int8_t *is_dirty;
     int64_t *free_start, *ap_tmp;       /* counting-sort and merge-sort scratch */
     int64_t done_seen;                  /* completions when the slots were last compacted */
@@ -993,7 +993,7 @@ static int64_t place_spread(const sk_engine *e, struct sk_policy *p, int32_t *fr
 /* Single node of the type, first fit; else its fewest nodes: most free first, ties by index
  * (placement._nodes_by_free), each taken whole until the last.  Taking a node whole leaves it
  * no free GPUs, so the next in that order is the lowest node with the most free GPUs now:
- * O(log nodes) a node through the max-tree instead of a sort of the type's nodes. */
+ * a few word operations a node (room_max, room_first_fit) instead of a sort of the type's nodes. */
 static int64_t place_consolidated(const sk_engine *e, struct sk_policy *p, int32_t *free,
                                   int32_t t, int32_t want, int32_t *nodes, int32_t *counts) {
     int64_t first = room_first_fit(p, t, want);
@@ -1102,7 +1102,7 @@ static void plan_add_preempt(struct sk_policy *p, int64_t j) {
 }
 
 /* The free GPUs per node once the plan's preemptions are done; returns their total.  free[]
- * and the max-tree follow the engine's nodes between decisions (skn_on_node_change lists the
+ * and the bit sets (room_*) follow the engine's nodes between decisions (skn_on_node_change lists the
  * nodes that changed; the placements of a plan leave free[] as its apply leaves the nodes), so
  * only those nodes and the preempted jobs' are updated, not every node. */
 static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
@@ -1742,7 +1742,7 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
     return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
 }
 
-/* Rates, allowed masks per bucket, GPUs per type, and the max-tree's leaves grouped by type
+/* Rates, allowed masks per bucket, GPUs per type, and the nodes' leaf positions grouped by type
  * (in node order within a type) so that a type's first fit is a range query. */
 static int fill_types(sk_engine *e, struct sk_policy *p, const sk_native_inputs *in) {
     int32_t nt = p->n_types;
