@@ -11,7 +11,8 @@ Every policy of one seed runs on the same workload and the same hidden server tr
 (sim.hops.servers.ServerTruth, seeded per seed); results go to scalability/results/hops/<stem>.json
 (one row per policy and seed) and .md (mean ± 95% CI half-width, t-free normal 1.96 s/sqrt(n), and
 Hops' paired ratio to each baseline with a bootstrap CI, sim.stats).
-Workload [I]: Gavel's GPU counts (1, 2, 4, 8) and run times from the paper's size classes
+Workload [I]: Gavel's GPU counts (1, 2, 4, 8; ``--sizes hops``: 1-16 GPUs, powers of two,
+uniform, the contended regime) and run times from the paper's size classes
 (``--durations hops``, the default: sim.workload HOPS_SIZE_CLASSES) or Philly's (``--durations
 philly``, the first port's workload; result files without a suffix); each job's
 requirement set is {d/2, d, 2d} within [1, 16] (REQUIREMENT_SET), and the rigid baselines get the
@@ -84,8 +85,9 @@ DEFAULTS = {"table3": ("hops-64", 25, 10.0)}
 KEYS = ("makespan_h", "avg_jct_h", "avg_wait_h", "max_lr", "avg_frag", "max_rho")
 
 
-def workload(n_jobs: int, load: float, seed: int, oracle, durations: str = "hops") -> JobTable:
-    w = generate_workload(n_jobs, load, seed, throughput=oracle, durations=durations)
+def workload(n_jobs: int, load: float, seed: int, oracle, durations: str = "hops",
+             sizes: str = "gavel") -> JobTable:
+    w = generate_workload(n_jobs, load, seed, throughput=oracle, durations=durations, sizes=sizes)
     d = np.asarray(w.gpus, np.int64)
     sets = [sorted({int(min(MAX_REQUEST, max(1, round(x * f)))) for f in REQUIREMENT_SET}) for x in d]
     t = w.table
@@ -94,16 +96,16 @@ def workload(n_jobs: int, load: float, seed: int, oracle, durations: str = "hops
 
 
 def one(args) -> dict:
-    label, name, kw, seed, n_jobs, load, cluster_name, durations = args
+    label, name, kw, seed, n_jobs, load, cluster_name, durations, sizes = args
     cluster, oracle = get_preset(cluster_name), TableThroughput.builtin()
-    w = workload(n_jobs, load, seed, oracle, durations)
+    w = workload(n_jobs, load, seed, oracle, durations, sizes)
     truth = ServerTruth(cluster, n_jobs, seed=seed)
     pol = get_policy(name, **kw)
     t0 = time.perf_counter()
     res = simulate(cluster, w, pol, oracle, EngineConfig(), truth=truth)
     s = summary(res)
     return {"label": label, "policy": name, "params": kw, "seed": seed, "jobs": n_jobs, "load": load,
-            "durations": durations, "cluster": cluster_name,
+            "durations": durations, "sizes": sizes, "cluster": cluster_name,
             "makespan_h": s["makespan_s"] / 3600, "avg_jct_h": s["avg_jct_s"] / 3600,
             "avg_wait_h": s["avg_wait_s"] / 3600, "max_lr": max_latency_ratio(res),
             "avg_frag": float(fragments_per_round(res, FRAG_ROUND_S, getattr(pol, "profile_log", None),
@@ -169,20 +171,27 @@ def rho_class_table(rows: list[dict], labels) -> str:
 
 
 def run_setup(kind: str, seeds: int, n_jobs: int, loads, cluster: str, workers: int, labels=None,
-              durations: str = "hops") -> None:
+              durations: str = "hops", sizes: str = "gavel") -> None:
     """Run every (label, seed) of ``kind``; with ``labels``, only those, keeping the other labels'
     rows of an earlier run from its JSON file (each row records the commit that made it)."""
     setup = SETUPS[kind]
     run = [lab for lab in setup if labels is None or lab in labels]
     for load in loads:
-        tasks = [(lab, *setup[lab], s, n_jobs, load, cluster, durations) for s in range(seeds) for lab in run]
-        stem = f"{kind}_{cluster}_{n_jobs}jobs_{load:g}ph" + ("" if durations == "philly" else f"_{durations}")
+        tasks = [(lab, *setup[lab], s, n_jobs, load, cluster, durations, sizes) for s in range(seeds)
+                 for lab in run]
+        stem = result_stem(kind, cluster, n_jobs, load, durations, sizes)
         old = OUT / f"{stem}.json"
         rows = [r for r in json.loads(old.read_text()) if r["label"] not in run] if labels and old.exists() else []
         with ProcessPoolExecutor(workers) as ex:          # rewrite the files as each run ends
             for fut in as_completed([ex.submit(one, t) for t in tasks]):
                 rows.append(fut.result())
                 _write(stem, rows, table(rows, setup))
+
+
+def result_stem(kind: str, cluster: str, n_jobs: int, load: float, durations: str, sizes: str) -> str:
+    """Result file name: ``_hops`` for the size-class run times, ``_sizes-hops`` for the 1-16 GPU law."""
+    return (f"{kind}_{cluster}_{n_jobs}jobs_{load:g}ph" + ("" if durations == "philly" else f"_{durations}")
+            + ("" if sizes == "gavel" else f"_sizes-{sizes}"))
 
 
 def _write(stem: str, rows, md: str) -> None:
@@ -384,6 +393,9 @@ def main() -> None:
     ap.add_argument("--cluster", default=None, help="default hops-512 (table3: hops-64)")
     ap.add_argument("--durations", default="hops", choices=("hops", "philly"),
                     help="run times: the paper's size classes (default) or Philly's")
+    ap.add_argument("--sizes", default="gavel", choices=("gavel", "hops"),
+                    help="GPU counts: Gavel's law (default) or 1-16 GPUs, powers of two, uniform "
+                         "(sim.workload HOPS_GPU_COUNTS: the contended regime)")
     ap.add_argument("--scales", default="0.25,0.5,1,2,4,8,16")
     ap.add_argument("--gaps", default="0.01,0.05")
     ap.add_argument("--time-limit", type=float, default=None)
@@ -401,7 +413,7 @@ def main() -> None:
         cluster, jobs, load = DEFAULTS.get(a.what, ("hops-512", 500, 100.0))
         loads = [float(x) for x in a.loads.split(",")] if a.loads else [load]
         run_setup(a.what, a.seeds, a.jobs or jobs, loads, a.cluster or cluster, a.workers,
-                  a.labels.split(",") if a.labels else None, a.durations)
+                  a.labels.split(",") if a.labels else None, a.durations, a.sizes)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,11 @@ Sizes and durations (``sizes=`` / ``durations=``):
   is uniform over the four (no information favours one), the GPU-duration log-uniform inside
   it, S from 0.1 h and XL up to 100 h (twice its lower bound); the run time is the GPU-duration
   over the drawn GPU count.  Mean 25 GPU-hours a job.
+* ``sizes="hops"``: the Hops paper's requests span 1-16 GPUs ("1-16 GPUs, up to 8 options per
+  job"), with no law given; ours [I] draws the requested count uniformly over the powers of two
+  in that range (:data:`HOPS_GPU_COUNTS`: 1, 2, 4, 8, 16; mean 6.2 GPUs), the counts data-parallel
+  jobs are given in practice.  Gavel's law (mean 1.65 GPUs) leaves the Hops paper's 512-GPU
+  cluster without a queue at 100 jobs/h (docs/hops.md); this one queues it.
 
 Everything comes from one ``numpy.random.Generator(PCG64(seed))`` in a fixed order, so the same
 arguments give an identical table.
@@ -61,7 +66,7 @@ from .limits import MAX_LOAD_PER_HOUR, MAX_TIME_S, MIN_LOAD_PER_HOUR, check_seed
 from .throughput import TableThroughput, ThroughputOracle
 
 __all__ = ["generate_workload", "GAVEL_SIZE_MIX", "GAVEL_LONG_JOB_PROB", "GAVEL_SHORT_LOG10_MIN",
-           "GAVEL_LONG_LOG10_MIN", "GAVEL_HIGH_PRIORITY", "HOPS_SIZE_CLASSES", "philly_distribution", "read_philly_samples"]
+           "GAVEL_LONG_LOG10_MIN", "GAVEL_HIGH_PRIORITY", "HOPS_SIZE_CLASSES", "HOPS_GPU_COUNTS", "SIZES", "philly_distribution", "read_philly_samples"]
 
 #: Gavel's scale-factor mix: (GPU count, probability)  [C: gavel scheduler/utils.py].
 GAVEL_SIZE_MIX = ((1, 0.70), (2, 0.10), (4, 0.15), (8, 0.05))
@@ -73,8 +78,13 @@ GAVEL_LONG_LOG10_MIN = (3.0, 4.0)
 #: Hops' size classes by GPU-duration in hours, (name, low, high) [S: Hops §4; bounds of S's low
 #: end and XL's high end are ours, see the module docstring]; drawn uniformly, log-uniform inside.
 HOPS_SIZE_CLASSES = (("S", 0.1, 1.0), ("M", 1.0, 10.0), ("L", 10.0, 50.0), ("XL", 50.0, 100.0))
+#: Requested GPU counts of ``sizes="hops"``, drawn uniformly [I: the paper gives the range 1-16 only].
+HOPS_GPU_COUNTS = (1, 2, 4, 8, 16)
 #: Gavel's multi-priority experiments give 20% of jobs weight 5 (``high_priority_fraction=0.2``).
 GAVEL_HIGH_PRIORITY = 5.0
+
+#: the ``sizes=`` laws of :func:`generate_workload`
+SIZES = ("gavel", "philly", "single", "hops")
 
 _BATCH = re.compile(r"\(batch size (\d+)\)")
 
@@ -231,8 +241,9 @@ def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
             arrivals, ``n_jobs / load`` hours, must end before the horizon (:mod:`sim.limits`).
         seed: seed of ``numpy.random.Generator(PCG64(seed))``, an integer in [0, 2**63).
         models: restrict the models drawn (names in the throughput table); default all.
-        sizes: ``"gavel"``, ``"philly"`` or ``"single"`` (every job 1 GPU: Gavel's single-GPU
-            experiments, ``generate_multi_gpu_jobs=False``).
+        sizes: ``"gavel"``, ``"philly"``, ``"single"`` (every job 1 GPU: Gavel's single-GPU
+            experiments, ``generate_multi_gpu_jobs=False``) or ``"hops"`` (1-16 GPUs, powers of
+            two, uniform: :data:`HOPS_GPU_COUNTS`).
         durations: ``"gavel"``, ``"philly"`` or ``"hops"`` (the Hops paper's size classes).
         throughput: the oracle models come from; default :meth:`TableThroughput.builtin`.
         philly_samples: optional CSV (``duration_s,num_gpus``) to resample instead of the built-in
@@ -249,8 +260,8 @@ def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
         raise ConfigError(f"n_jobs must be an integer >= 0, got {n_jobs!r}")
     _check_load(n_jobs, load_jobs_per_hour)
     seed = check_seed(seed)
-    if sizes not in ("gavel", "philly", "single"):
-        raise ConfigError(f"sizes must be 'gavel', 'philly' or 'single', got {sizes!r}")
+    if sizes not in SIZES:
+        raise ConfigError(f"sizes must be one of {', '.join(map(repr, SIZES))}, got {sizes!r}")
     if durations not in ("gavel", "philly", "hops"):
         raise ConfigError(f"durations must be 'gavel', 'philly' or 'hops', got {durations!r}")
     if work not in ("duration", "iterations"):
@@ -287,6 +298,8 @@ def generate_workload(n_jobs: int, load_jobs_per_hour: float, seed: int, *,
             gpus = _gavel_sizes(rng, n)
         elif sizes == "single":
             gpus = np.ones(n, dtype=np.int64)
+        elif sizes == "hops":
+            gpus = np.array(HOPS_GPU_COUNTS, dtype=np.int64)[rng.integers(0, len(HOPS_GPU_COUNTS), size=n)]
         elif samples is not None:
             gpus = samples[1][rng.integers(0, samples[1].shape[0], size=n)]
         else:

@@ -6,7 +6,7 @@ import pytest
 
 from sim.errors import ConfigError, TraceError
 from sim.throughput import TableThroughput
-from sim.workload import GAVEL_SIZE_MIX, HOPS_SIZE_CLASSES, generate_workload, philly_distribution
+from sim.workload import GAVEL_SIZE_MIX, HOPS_GPU_COUNTS, HOPS_SIZE_CLASSES, generate_workload, philly_distribution
 
 
 def test_deterministic():
@@ -93,6 +93,19 @@ def test_models_restriction_and_errors():
         generate_workload(10, 1.0, 1, sizes="alibaba")
     assert len(generate_workload(0, 1.0, 1)) == 0
     assert set(generate_workload(100, 1.0, 1, sizes="single").gpus.tolist()) == {1}
+
+
+def test_hops_sizes_draw_powers_of_two_up_to_16_uniformly():
+    a = generate_workload(5000, 100.0, 4, sizes="hops", durations="hops")
+    counts = np.bincount(np.asarray(a.gpus), minlength=17)
+    assert set(np.flatnonzero(counts).tolist()) == set(HOPS_GPU_COUNTS)
+    share = counts[list(HOPS_GPU_COUNTS)] / len(a)
+    assert np.all(np.abs(share - 0.2) < 0.03)          # uniform: 5000 draws, sd 0.006
+    b = generate_workload(5000, 100.0, 4, sizes="hops", durations="hops")
+    assert a.table.equals(b.table)
+    # the size classes' GPU-durations hold whatever the count: run time x count in [0.1, 100] h
+    gpu_h = np.asarray(a.gpus) * np.asarray(a.table.column("duration_s")) / 3600
+    assert gpu_h.min() >= 0.1 - 1e-9 and gpu_h.max() <= 100 + 1e-9
 
 
 def test_iterations_mode_matches_reference_rate():

@@ -12,6 +12,7 @@ from ..metrics import SUMMARY_KEYS, compare_table, summary
 from ..placement import DEFAULT_TYPE_CHOICE, TYPE_CHOICES
 from ..scenario import DEFAULT_CLUSTER, DEFAULT_JOBS, DEFAULT_LOAD, DEFAULT_POLICIES, Scenario, jsonable
 from ..throughput import MULTI_SERVER_RULES
+from ..workload import SIZES
 from ._options import add_policy_file_option, load_policy_files, parse_policy_params
 
 FORMATS = ("table", "json", "csv")
@@ -34,7 +35,7 @@ def register(sub) -> None:
                           "the user budgets")
     run.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="jobs to generate")
     run.add_argument("--load", type=float, default=DEFAULT_LOAD, help="arrival rate, jobs per hour")
-    run.add_argument("--sizes", choices=("gavel", "philly", "single"), default="gavel",
+    run.add_argument("--sizes", choices=SIZES, default="gavel",
                      help="GPU-request distribution of generated jobs")
     run.add_argument("--durations", choices=("gavel", "philly", "hops"), default="gavel",
                      help="duration distribution of generated jobs")

@@ -23,7 +23,7 @@ A spec (full reference in scalability/specs/README.md)::
     jobs_per_node = 2                    # or jobs = N
     # trace_format = "philly"            # format of the traces (default: detected per file)
     load_unit = "utilization"            # "jobs_per_hour" | "jobs_per_hour_per_node" | "utilization"
-    sizes = "gavel"                      # "gavel" | "philly" | "single"
+    sizes = "gavel"                      # "gavel" | "philly" | "single" | "hops"
     durations = "gavel"                  # "gavel" | "philly" | "hops"
 
     [engine]
@@ -57,6 +57,7 @@ from pathlib import Path
 from ..errors import ConfigError, SimError
 from ..fsio import read_text_file
 from ..limits import check_round
+from ..workload import SIZES
 
 __all__ = ["Cell", "SweepSpec", "load_spec", "parse_spec", "LOAD_UNITS", "cell_id"]
 
@@ -72,7 +73,6 @@ _GRID_KEYS = {"policy", "cluster", "nodes", "load", "seed", "jobs", "trace"}
 _CLUSTER_KEYS = {"gpus_per_node", "gpu_type"}
 _WORKLOAD_KEYS = {"trace", "trace_format", "jobs", "jobs_per_node", "load_unit", "sizes", "durations"}
 _ENGINE_KEYS = {"placement", "round_s", "restart_delay_s"}
-_SIZES = ("gavel", "philly", "single")
 _DURATIONS = ("gavel", "philly", "hops")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -365,7 +365,7 @@ def parse_spec(doc: dict, source: str = "<spec>", base_dir: Path | None = None) 
     if generate and loads is None:
         raise ctx.err("grid.load", "empty grid: generated workloads need load = [...]")
     sizes = ctx.value("workload.sizes", wtab.get("sizes", "gavel"), str,
-                      lambda v: None if v in _SIZES else f"choose from {', '.join(_SIZES)}")
+                      lambda v: None if v in SIZES else f"choose from {', '.join(SIZES)}")
     durations = ctx.value("workload.durations", wtab.get("durations", "gavel"), str,
                           lambda v: None if v in _DURATIONS else f"choose from {', '.join(_DURATIONS)}")
     if not generate and ("sizes" in wtab or "durations" in wtab):
