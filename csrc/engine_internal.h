@@ -26,7 +26,8 @@ typedef struct {
     double last_update;
     double gpu_seconds;
     double run_seconds;
-    int64_t unused;            /* keeps line 2 on the second cache line */
+    int64_t deferred;          /* 1: running, its completion event not pushed yet (ske_plan's
+                                  defer_after; ske_push_deferred pushes it) */
     int32_t state;
     int32_t ngpu;
     /* line 2: starts, queueing, placement */
@@ -106,11 +107,20 @@ typedef struct {
     const int64_t *preempt, *moved, *place, *place_ptr;
     const int32_t *nodes, *counts;
     const double *rates;
+    double defer_after;     /* a placed job whose completion falls more than this after its
+                               resume time gets no completion event yet: its policy promises
+                               a decision before then that keeps it (ske_push_deferred) or
+                               preempts it; INFINITY: push every one */
 } ske_plan;
 
 /* Apply a native plan as built, trusted (see sk_engine.c); the same results as
  * sk_engine_apply of the plan in job-id order. */
 int ske_apply_plan(sk_engine *e, const ske_plan *plan);
+
+/* Push running job j's completion event if ske_apply_plan deferred it (else nothing): the
+ * same event, at the same time, as an undeferred start would have pushed.  Called by the
+ * policy at a decision before that time. */
+int ske_push_deferred(sk_engine *e, int64_t j);
 
 /* Hooks into the native policy (sk_native.c), called by the kernel when e->pol is set. */
 void skn_on_arrival(sk_engine *e, int64_t j);

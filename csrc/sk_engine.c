@@ -491,13 +491,32 @@ static int validate_apply(sk_engine *e, int64_t n, const int64_t *ids, const int
     return rc;
 }
 
-static int push_completion(sk_engine *e, int64_t j, double rate) {
+/* Job j runs at rate from now on: a new version, and its completion event, unless that falls
+ * more than defer_after after its progress resumes (then deferred: ske_push_deferred). */
+static int push_completion(sk_engine *e, int64_t j, double rate, double defer_after) {
     sk_job *x = &e->job[j];
     x->rate = rate;
     e->version[j]++;
     double begin = x->resume_at > e->now ? x->resume_at : e->now;
     double rem = x->remaining > 0.0 ? x->remaining : 0.0;
+    x->deferred = rem / rate > defer_after;
+    if (x->deferred) return SK_OK;
     return heap_push(e, begin + rem / rate, SK_EV_COMPLETION, j, e->version[j]);
+}
+
+/* Only start_on defers, and it sets resume_at >= now (restart delays are >= 0), so the
+ * event's begin is resume_at, as push_completion took it; remaining and rate have not
+ * changed since (they change only with a new version, which clears the flag). */
+int ske_push_deferred(sk_engine *e, int64_t j) {
+    sk_job *x = &e->job[j];
+    if (!x->deferred) return SK_OK;
+    x->deferred = 0;
+    double rem = x->remaining > 0.0 ? x->remaining : 0.0;
+    double t = x->resume_at + rem / x->rate;
+    if (!(t > e->now))
+        return ske_fail(e, SK_ESTATE, "job %lld: its deferred completion (t=%.17g) was not pushed "
+                        "before it (now %.17g)", (long long)j, t, e->now);
+    return heap_push(e, t, SK_EV_COMPLETION, j, e->version[j]);
 }
 
 /* Phase 1 of apply: release the GPUs of running jobs whose placement changes. */
@@ -522,12 +541,13 @@ static void wait_again(sk_engine *e, int64_t j) {
     e->n_running--;
     e->n_queued++;
     x->rate = 0.0;
+    x->deferred = 0;
     e->version[j]++;
 }
 
 /* Job j, queued or released (moved), starts on its new placement (len > 0) at rate. */
 static int start_on(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t *counts,
-                    int64_t len, double rate) {
+                    int64_t len, double rate, double defer_after) {
     sk_job *x = &e->job[j];
     accrue(e, j, e->now);
     if (x->state == SK_JOB_QUEUED) {
@@ -544,7 +564,7 @@ static int start_on(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t
     }
     int rc = store_placement(e, j, nodes, counts, len);
     if (rc < 0) return rc;
-    return push_completion(e, j, rate);
+    return push_completion(e, j, rate, defer_after);
 }
 
 /* Phase 2 of apply: give job j its new placement (len may be 0: preempt). */
@@ -559,12 +579,13 @@ static int take_new(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t
             return SK_OK;
         }
         e->job[j].rate = 0.0;
+        e->job[j].deferred = 0;
         e->version[j]++;
         return SK_OK;
     }
     if (e->job[j].state == SK_JOB_RUNNING && !moved)   /* same placement, new rate */
-        return push_completion(e, j, rate);
-    return start_on(e, j, nodes, counts, len, rate);
+        return push_completion(e, j, rate, INFINITY);
+    return start_on(e, j, nodes, counts, len, rate, INFINITY);
 }
 
 /* A plan built by the native policy (sk_native.c), applied as built: no validation (its
@@ -583,7 +604,7 @@ int ske_apply_plan(sk_engine *e, const ske_plan *plan) {
     for (int64_t k = 0; k < plan->n_place; k++) {
         int64_t lo = plan->place_ptr[k];
         int rc = start_on(e, plan->place[k], plan->nodes + lo, plan->counts + lo,
-                          plan->place_ptr[k + 1] - lo, plan->rates[k]);
+                          plan->place_ptr[k + 1] - lo, plan->rates[k], plan->defer_after);
         if (rc < 0) return rc;
     }
     return SK_OK;

@@ -78,14 +78,18 @@ struct sk_policy {
      * in any order) at its back */
     int64_t *cls_cap, *cls_sorted, *cls_leased, *cls_done;   /* cls_done: completions since the last look */
     double *cls_until;                  /* class order certified until then (las_refresh) */
+    double *cls_lease_end;              /* the earliest lease end of its leased jobs (or inf) */
     int64_t *done_ids;                  /* those completions, class b's at cls_off[b] */
     run_slot *las_tmp;                  /* leases that ended at this decision */
+    int64_t *expired, n_expired;        /* their jobs, all classes (commit: las_defer_after) */
     int64_t *ins_pos;                   /* run bounds of las_tmp (merge_runs), then where merge_into put them */
     run_seg *segs;                      /* contested running jobs, one sorted run per class */
     int64_t *seg_cnt;                   /* 2 x classes: keep_in_bulk's counts */
     uint64_t *rkey, *rkey2;                 /* radix sort scratch */
     /* the pending plan: preempt[], then place[] with CSR entries, in decision order */
     int64_t *preempt, n_preempt, *place, n_place, *place_ptr, *place_pos;
+    wait_key *preempt_key;              /* LAS: preempt[]'s waiting keys (plan_add_preempt) */
+    int32_t *preempt_class;             /* and their classes */
     int32_t *place_nodes, *place_counts, *free, *taken;
     uint64_t *room_bits, *room_sum;     /* free GPUs per node by level (room_*) */
     int32_t *room_leaf, room_top;       /* each leaf's free GPUs; the levels (largest node) */
@@ -119,6 +123,7 @@ struct sk_policy {
     double *trate;                      /* [n_jobs][n_types] */
     int64_t *bucket_mask;               /* allowed types of each bucket's jobs */
     int32_t *place_type;                /* the type each place[] entry takes */
+    int32_t *place_class;               /* and its bucket (its LAS class) */
     int32_t *place_demand;              /* and its GPUs */
     int64_t *moved, n_moved;            /* running jobs the plan moves to another type */
     int8_t *moving;                     /* per job: in moved[] */
@@ -303,13 +308,17 @@ static void wait_compact(struct sk_policy *p, int32_t b) {
     p->wend[b] = o + p->wnew[b];
 }
 
-/* Job j starts waiting, keyed as of now (settled at the next decision). */
-static void wait_add(const sk_engine *e, struct sk_policy *p, int64_t j) {
-    int32_t b = p->bucket[j];
+/* A job of bucket b starts waiting with key w (settled at the next decision). */
+static void wait_push(struct sk_policy *p, int32_t b, wait_key w) {
     if (p->wend[b] == p->wcap[b]) wait_compact(p, b);
-    wait_region(p, b)[p->wend[b]++] = key_waiting(e, p, j);
+    wait_region(p, b)[p->wend[b]++] = w;
     p->wnew[b]++;
     p->n_waiting[b]++;
+}
+
+/* Job j starts waiting, keyed as of now. */
+static void wait_add(const sk_engine *e, struct sk_policy *p, int64_t j) {
+    wait_push(p, p->bucket[j], key_waiting(e, p, j));
 }
 
 /* Bucket b's new entries become a run; the top runs merge while the newer one is at least
@@ -529,14 +538,15 @@ static void compact_running(const sk_engine *e, struct sk_policy *p) {
  * running jobs would be re-ordered at every round. */
 static run_slot *las_class(struct sk_policy *p, int32_t b) { return p->slots + p->cls_off[b]; }
 
-/* Job j, placed now, joins its class's leased jobs. */
-static int las_add(sk_engine *e, struct sk_policy *p, int64_t j) {
-    int32_t b = p->bucket[j];
+/* Job j of class b, placed now, joins its class's leased jobs. */
+static int las_add(sk_engine *e, struct sk_policy *p, int64_t j, int32_t b) {
     if (p->cls_sorted[b] + p->cls_leased[b] >= p->cls_cap[b])
         return ske_fail(e, SK_ESTATE, "native LAS: more running jobs of request %d than jobs",
                         p->bucket_demand[b]);
     p->cls_leased[b]++;
-    slot_fill(e, p, las_class(p, b) + p->cls_cap[b] - p->cls_leased[b], j);
+    run_slot *s = las_class(p, b) + p->cls_cap[b] - p->cls_leased[b];
+    slot_fill(e, p, s, j);
+    if (s->begin + p->spec.lease_s < p->cls_lease_end[b]) p->cls_lease_end[b] = s->begin + p->spec.lease_s;
     return SK_OK;
 }
 
@@ -612,6 +622,8 @@ static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int3
     run_slot *a = las_class(p, b);
     int64_t cap = p->cls_cap[b], kept = 0, ended = 0, n_done = p->cls_done[b], in_leased = 0;
     int64_t *done = p->done_ids + p->cls_off[b];
+    if (n_done == 0 && t < p->cls_lease_end[b]) return 0;          /* no lease ended, none done */
+    double lease_end = INFINITY;
     for (int64_t i = cap - 1; i >= cap - p->cls_leased[b]; i--) {   /* top down: writes stay above i */
         if (n_done && finished(e, p, b, a[i].job)) {
             for (int64_t k = 0; k < n_done - in_leased && n_done <= FEW_DONE; k++)
@@ -623,14 +635,20 @@ static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int3
             in_leased++;
             continue;
         }
-        if (t < a[i].begin + p->spec.lease_s) {
+        double end = a[i].begin + p->spec.lease_s;
+        if (t < end) {
             if (cap - 1 - kept != i) a[cap - 1 - kept] = a[i];
             kept++;
+            if (end < lease_end) lease_end = end;
         }
-        else p->las_tmp[ended++] = a[i];
+        else {
+            p->expired[p->n_expired++] = a[i].job;
+            p->las_tmp[ended++] = a[i];
+        }
     }
     if (n_done > in_leased) las_drop_finished(e, p, b, t, done, n_done - in_leased);
     p->cls_leased[b] = kept;
+    p->cls_lease_end[b] = lease_end;
     p->cls_done[b] = 0;
     return ended;
 }
@@ -1089,16 +1107,24 @@ static void plan_reset(struct sk_policy *p) {
 }
 
 
-/* Job j is placed: demand GPUs of type t. */
-static void plan_add_place(struct sk_policy *p, int64_t j, int32_t t, int32_t demand) {
+/* Job j, of bucket b, is placed: demand GPUs of type t. */
+static void plan_add_place(struct sk_policy *p, int64_t j, int32_t b, int32_t t, int32_t demand) {
+    p->place_class[p->n_place] = b;
     p->place_type[p->n_place] = t;
     p->place_demand[p->n_place] = demand;
     p->place[p->n_place++] = j;
 }
 
-/* Running job j is preempted. */
-static void plan_add_preempt(struct sk_policy *p, int64_t j) {
-    p->preempt[p->n_preempt++] = j;
+/* Running job s->job, of run seg (LAS: its class), is preempted at t.  LAS keeps its
+ * waiting key (key_waiting: its GPU-seconds once the apply accrues them, the same sum as
+ * las_key's) and class, made from the slot, which is in cache, so that commit reads no
+ * per-job array for it. */
+static void plan_add_preempt(struct sk_policy *p, const run_slot *s, int32_t seg, double t) {
+    if (p->spec.kind == SK_POL_LAS) {
+        p->preempt_key[p->n_preempt] = (wait_key){s->gs + (double)s->ngpu * (t - s->last), s->arrival, s->job, 0, 0};
+        p->preempt_class[p->n_preempt] = seg;
+    }
+    p->preempt[p->n_preempt++] = s->job;
 }
 
 /* The free GPUs per node once the plan's preemptions are done; returns their total.  free[]
@@ -1279,7 +1305,7 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
             t = pick_type(e, p, j, p->bucket_mask[take_run ? p->bucket[j] : b], demand);
         if (t < 0) {
             if (blocking) break;
-            plan_add_preempt(p, j);           /* a running job that no longer fits */
+            plan_add_preempt(p, s, r, e->now);   /* a running job that no longer fits */
             r = run_pop(seg, n_seg, r, 1, &next);
             continue;
         }
@@ -1290,18 +1316,18 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
                 p->tfree[t] -= demand;
                 p->moved[p->n_moved++] = j;
                 p->moving[j] = 1;
-                plan_add_place(p, j, t, demand);
+                plan_add_place(p, j, p->bucket[j], t, demand);
             }
             r = run_pop(seg, n_seg, r, 0, &next);
         } else {
             p->tfree[t] -= demand;
-            plan_add_place(p, wait_take(p, b), t, demand);
+            plan_add_place(p, wait_take(p, b), b, t, demand);
             b = best_bucket(p, blocking);
             bulk = bulk_ok(p);
         }
     }
     for (int32_t k = 0; k < n_seg; k++) {
-        for (int64_t i = seg[k].lo; i < seg[k].hi; i++) plan_add_preempt(p, seg[k].a[i].job);
+        for (int64_t i = seg[k].lo; i < seg[k].hi; i++) plan_add_preempt(p, &seg[k].a[i], k, e->now);
         if (seg[k].cut > seg[k].lo) seg[k].cut = seg[k].lo;
     }
 }
@@ -1366,7 +1392,7 @@ static int lone_arrival(sk_engine *e, struct sk_policy *p) {
     if (b < 0) return 0;
     plan_reset(p);
     int64_t j = wait_take(p, b);
-    plan_add_place(p, j, pick_type(e, p, j, p->bucket_mask[b], p->bucket_demand[b]), p->bucket_demand[b]);
+    plan_add_place(p, j, b, pick_type(e, p, j, p->bucket_mask[b], p->bucket_demand[b]), p->bucket_demand[b]);
     return 1;
 }
 
@@ -1488,6 +1514,17 @@ static int apply_checked(sk_engine *e, struct sk_policy *p) {
     return sk_engine_apply(e, n, p->ap_ids, p->ap_ptr, p->ap_nodes, p->ap_counts, p->ap_rates);
 }
 
+/* LAS defers the completion events of the jobs it places (ske_plan.defer_after): a job is
+ * looked at again at the first round at or after its lease ends (every round decides in
+ * full, and las_drop_and_expire lists the leases that ended), no later than lease + round
+ * after it resumes, where it is either preempted (its event, pushed at the start, would have
+ * gone stale: most LAS stints end so under contention) or kept (its event is pushed then,
+ * commit).  A completion more than lease + 2 rounds away is deferred; without rounds, none. */
+static double las_defer_after(const sk_engine *e, const struct sk_policy *p) {
+    if (p->spec.kind != SK_POL_LAS || !(e->round_period > 0.0)) return INFINITY;
+    return p->spec.lease_s + 2.0 * e->round_period;
+}
+
 /* Apply the plan: as built (ske_apply_plan, trusted), or validated (spec.check_plans). */
 static int apply_plan(sk_engine *e, struct sk_policy *p) {
     for (int64_t k = 0; k < p->n_place; k++) {
@@ -1496,7 +1533,8 @@ static int apply_plan(sk_engine *e, struct sk_policy *p) {
     }
     if (p->spec.check_plans) return apply_checked(e, p);
     ske_plan plan = {p->n_preempt, p->n_moved, p->n_place, p->preempt, p->moved, p->place,
-                     p->place_ptr, p->place_nodes, p->place_counts, p->place_rate};
+                     p->place_ptr, p->place_nodes, p->place_counts, p->place_rate,
+                     las_defer_after(e, p)};
     return ske_apply_plan(e, &plan);
 }
 
@@ -1529,12 +1567,24 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
         for (int64_t k = 0; k < p->n_moved; k++) p->moving[p->moved[k]] = 0;
     }
     for (int64_t k = 0; k < p->n_preempt; k++) {       /* they wait again, keyed as of now */
-        wait_add(e, p, p->preempt[k]);
-        p->running[p->preempt[k]] = 0;
+        int64_t j = p->preempt[k];
+        if (p->spec.kind != SK_POL_LAS) wait_add(e, p, j);
+        else if (p->spec.check_plans && p->preempt_key[k].ka != key_waiting(e, p, j).ka)
+            return ske_fail(e, SK_ESTATE, "native LAS: job %lld's slot key %.17g is not its "
+                            "GPU-seconds %.17g", (long long)j, p->preempt_key[k].ka,
+                            key_waiting(e, p, j).ka);
+        else wait_push(p, p->preempt_class[k], p->preempt_key[k]);
+        p->running[j] = 0;
     }
     for (int64_t k = 0; k < p->n_place; k++) p->running[p->place[k]] = 1;
+    for (int64_t k = 0; k < p->n_expired; k++) {       /* ended leases kept: their events now */
+        if (!p->running[p->expired[k]]) continue;
+        rc = ske_push_deferred(e, p->expired[k]);
+        if (rc < 0) return rc;
+    }
+    p->n_expired = 0;
     for (int64_t k = 0; k < p->n_place && p->spec.kind == SK_POL_LAS; k++) {
-        rc = las_add(e, p, p->place[k]);
+        rc = las_add(e, p, p->place[k], p->place_class[k]);
         if (rc < 0) return rc;
     }
     if (p->spec.preemptive && p->spec.kind != SK_POL_LAS)
@@ -1680,7 +1730,7 @@ void skn_free(struct sk_policy *p) {
     free(p->ap_nodes); free(p->ap_counts); free(p->ap_rates); free(p->place_rate); free(p->sum_nn); free(p->sum_mask);
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
     free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->room_bits); free(p->room_sum); free(p->room_leaf); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
-    free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->cls_until); free(p->done_ids); free(p->las_tmp); free(p->ins_pos); free(p->segs); free(p->seg_cnt);
+    free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->cls_until); free(p->cls_lease_end); free(p->done_ids); free(p->las_tmp); free(p->expired); free(p->preempt_key); free(p->preempt_class); free(p->place_class); free(p->ins_pos); free(p->segs); free(p->seg_cnt);
     free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->place_demand); free(p->leaf_pos); free(p->leaf_node); free(p->dirty); free(p->is_dirty);
     free(p->moved); free(p->moving); free(p->running);
     free(p);
@@ -1735,7 +1785,7 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
              NEW(p->completed, nj) && NEW(p->cls_cap, nb) && NEW(p->cls_sorted, nb) &&
-             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->cls_until, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) && NEW(p->ins_pos, nj + 1) &&
+             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->cls_until, nb) && NEW(p->cls_lease_end, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) && NEW(p->expired, nj) && NEW(p->preempt_key, nj) && NEW(p->preempt_class, nj) && NEW(p->place_class, nj) && NEW(p->ins_pos, nj + 1) &&
              NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb) && NEW(p->trate, nj * nt) &&
              NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->place_demand, nj) && NEW(p->leaf_pos, nn) &&
              NEW(p->leaf_node, nn) && NEW(p->dirty, nn) && NEW(p->is_dirty, nn) && NEW(p->moved, nj) && NEW(p->moving, nj) && NEW(p->running, nj);
@@ -1802,6 +1852,7 @@ static void fill_inputs(sk_engine *e, struct sk_policy *p, const sk_native_input
     for (int32_t b = 0; b < p->n_buckets; b++) {
         p->cls_cap[b] = p->n_waiting[b];
         p->cls_until[b] = -INFINITY;        /* no certificate: the first look re-keys */
+        p->cls_lease_end[b] = INFINITY;     /* no leased job */
     }
     for (int32_t b = 0; b < p->n_buckets; b++) {     /* waiting regions: twice the jobs */
         p->woff[b] = 2 * p->cls_off[b];
