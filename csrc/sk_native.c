@@ -594,7 +594,7 @@ static int64_t las_find(const sk_engine *e, const struct sk_policy *p, int32_t b
 static void las_drop_finished(const sk_engine *e, struct sk_policy *p, int32_t b, double t,
                               const int64_t *done, int64_t m) {
     run_slot *a = las_class(p, b);
-    int64_t n = p->cls_sorted[b], pos[FEW_DONE];
+    int64_t n = p->cls_sorted[b], pos[FEW_DONE] = {0};
     int found = m <= FEW_DONE && t < p->cls_until[b];
     for (int64_t k = 0; k < m && found; k++) found = (pos[k] = las_find(e, p, b, a, n, done[k], t)) >= 0;
     if (!found) {
@@ -1285,6 +1285,8 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
             b = best_bucket(p, 0);
             bulk = bulk_ok(p);
         }
+        if (r >= 0 && bulk && b >= 0 && !slot_before(&seg[r].a[seg[r].lo], wait_head(p, b)))
+            bulk = 0;                          /* no running job before the head: none to keep */
         if (r >= 0 && bulk) {                  /* once per eligible heap head */
             run_slot x = b >= 0 ? waiting_slot(wait_head(p, b)) : (run_slot){0};
             int64_t kept = keep_in_bulk(seg, n_seg, b >= 0 ? &x : NULL, budget, p->seg_cnt, p->seg_cnt + n_seg);
