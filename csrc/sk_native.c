@@ -1134,10 +1134,12 @@ static void plan_add_preempt(struct sk_policy *p, const run_slot *s, int32_t seg
 static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
     int64_t total = e->total_gpus - e->used_gpus;
     for (int64_t k = 0; k < p->n_preempt + p->n_moved; k++) {   /* records first: their misses overlap */
-        int64_t j = k < p->n_preempt ? p->preempt[k] : p->moved[k - p->n_preempt];
-        const sk_job *x = &e->job[j];
+        const sk_job *x = &e->job[k < p->n_preempt ? p->preempt[k] : p->moved[k - p->n_preempt]];
         __builtin_prefetch(x, 1);                       /* line 1, for the apply's accrual */
-        __builtin_prefetch(&e->arrival[j], 0);          /* for its waiting key */
+        __builtin_prefetch((const char *)x + 64, 1);    /* line 2: its placement, below */
+    }
+    for (int64_t k = 0; k < p->n_preempt + p->n_moved; k++) {
+        const sk_job *x = &e->job[k < p->n_preempt ? p->preempt[k] : p->moved[k - p->n_preempt]];
         for (int32_t q = 0; q < x->pl_len; q++) {
             int32_t n = x->pl[2 * q];
             p->free[n] += x->pl[2 * q + 1];
