@@ -78,18 +78,14 @@ struct sk_policy {
      * in any order) at its back */
     int64_t *cls_cap, *cls_sorted, *cls_leased, *cls_done;   /* cls_done: completions since the last look */
     double *cls_until;                  /* class order certified until then (las_refresh) */
-    double *cls_lease_end;              /* the earliest lease end of its leased jobs (or inf) */
     int64_t *done_ids;                  /* those completions, class b's at cls_off[b] */
     run_slot *las_tmp;                  /* leases that ended at this decision */
-    int64_t *expired, n_expired;        /* their jobs, all classes (commit: las_defer_after) */
     int64_t *ins_pos;                   /* run bounds of las_tmp (merge_runs), then where merge_into put them */
     run_seg *segs;                      /* contested running jobs, one sorted run per class */
     int64_t *seg_cnt;                   /* 2 x classes: keep_in_bulk's counts */
     uint64_t *rkey, *rkey2;                 /* radix sort scratch */
     /* the pending plan: preempt[], then place[] with CSR entries, in decision order */
     int64_t *preempt, n_preempt, *place, n_place, *place_ptr, *place_pos;
-    wait_key *preempt_key;              /* LAS: preempt[]'s waiting keys (plan_add_preempt) */
-    int32_t *preempt_class;             /* and their classes */
     int32_t *place_nodes, *place_counts, *free, *taken;
     uint64_t *room_bits, *room_sum;     /* free GPUs per node by level (room_*) */
     int32_t *room_leaf, room_top;       /* each leaf's free GPUs; the levels (largest node) */
@@ -123,7 +119,6 @@ struct sk_policy {
     double *trate;                      /* [n_jobs][n_types] */
     int64_t *bucket_mask;               /* allowed types of each bucket's jobs */
     int32_t *place_type;                /* the type each place[] entry takes */
-    int32_t *place_class;               /* and its bucket (its LAS class) */
     int32_t *place_demand;              /* and its GPUs */
     int64_t *moved, n_moved;            /* running jobs the plan moves to another type */
     int8_t *moving;                     /* per job: in moved[] */
@@ -142,6 +137,13 @@ struct sk_policy {
     int64_t *arrived, *completed;
     sk_batch batch;
     int stepped;
+    /* LAS (twentieth session; kept apart so that the fields above keep their offsets) */
+    int64_t *expired, n_expired;        /* leases that ended at this decision, all classes
+                                           (commit: las_defer_after) */
+    wait_key *preempt_key;              /* preempt[]'s waiting keys (plan_add_preempt) */
+    int32_t *preempt_class;             /* and their classes */
+    int32_t *place_class;               /* place[]'s buckets (LAS: their classes) */
+    double *cls_lease_end;              /* per class: its leased jobs' earliest lease end (or inf) */
 };
 
 /* ---------------------------------------------------------------- keys */
@@ -1109,7 +1111,7 @@ static void plan_reset(struct sk_policy *p) {
 
 /* Job j, of bucket b, is placed: demand GPUs of type t. */
 static void plan_add_place(struct sk_policy *p, int64_t j, int32_t b, int32_t t, int32_t demand) {
-    p->place_class[p->n_place] = b;
+    if (p->spec.kind == SK_POL_LAS) p->place_class[p->n_place] = b;
     p->place_type[p->n_place] = t;
     p->place_demand[p->n_place] = demand;
     p->place[p->n_place++] = j;
@@ -1770,6 +1772,7 @@ static int check_spec(sk_engine *e, const sk_policy_spec *s, const sk_native_inp
 static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
     int64_t nj = e->n_jobs, nn = e->n_nodes, g = e->total_gpus > 0 ? e->total_gpus : 1;
     int32_t nt = p->n_types, w = p->fgd_width, k = p->spec.n_thresholds;
+    int64_t las = p->spec.kind == SK_POL_LAS ? nj : 0;     /* LAS's own per-job arrays */
     int ok = NEW(p->thr, k) && NEW(p->thr_lo, k) && NEW(p->model, nj) && NEW(p->bucket, nj) &&
              NEW(p->node_type, nn) && NEW(p->est, nj) && NEW(p->node_speed, nn) && 
              NEW(p->queue, nj) && NEW(p->entered, nj) &&
@@ -1789,7 +1792,7 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->miss_slot, nj) && NEW(p->miss_job, nj) && NEW(p->hist, (int64_t)nt * w) &&
              NEW(p->fgd_w, (int64_t)nt * w) && NEW(p->used_types, nj) && NEW(p->arrived, nj) &&
              NEW(p->completed, nj) && NEW(p->cls_cap, nb) && NEW(p->cls_sorted, nb) &&
-             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->cls_until, nb) && NEW(p->cls_lease_end, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) && NEW(p->expired, nj) && NEW(p->preempt_key, nj) && NEW(p->preempt_class, nj) && NEW(p->place_class, nj) && NEW(p->ins_pos, nj + 1) &&
+             NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->cls_until, nb) && NEW(p->cls_lease_end, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) && NEW(p->expired, las) && NEW(p->preempt_key, las) && NEW(p->preempt_class, las) && NEW(p->place_class, las) && NEW(p->ins_pos, nj + 1) &&
              NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb) && NEW(p->trate, nj * nt) &&
              NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->place_demand, nj) && NEW(p->leaf_pos, nn) &&
              NEW(p->leaf_node, nn) && NEW(p->dirty, nn) && NEW(p->is_dirty, nn) && NEW(p->moved, nj) && NEW(p->moving, nj) && NEW(p->running, nj);
