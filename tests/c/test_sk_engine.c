@@ -2,6 +2,7 @@
  * tests/c/run_sanitizers.sh (and by .ci/run).  Exercises the normal path and
  * every error path; a failing check prints and returns non-zero. */
 #include "sk_engine.h"
+#include "engine_internal.h"   /* ske_apply_plan, ske_push_deferred: the native policies' apply */
 
 #include <math.h>
 #include <stdio.h>
@@ -132,10 +133,54 @@ static void test_rounds_and_timers(void) {
     sk_engine_free(e);
 }
 
+/* One job placed by a native plan at t=0 (rate 1, work 100: completion at 100) whose plan
+ * defers completions more than defer_after away; the engine has a timer at timer_t. */
+static sk_engine *deferred_start(double defer_after, double timer_t, sk_batch *b) {
+    int32_t gpus[1] = {2};
+    double arrival[1] = {0.0}, work[1] = {100.0}, delay[1] = {0.0};
+    sk_engine *e = NULL;
+    CHECK(sk_engine_new(&e, 1, gpus, 1, arrival, work, delay, NULL, 0.0, 0.0, SK_WHY_ARRIVAL) == SK_OK);
+    CHECK(sk_engine_step(e, b) == SK_DECISION && b->now == 0.0);
+    int64_t place[1] = {0}, ptr[2] = {0, 1};
+    int32_t nodes[1] = {0}, counts[1] = {2};
+    double rates[1] = {1.0};
+    ske_plan plan = {0, 0, 1, NULL, NULL, place, ptr, nodes, counts, rates, defer_after};
+    CHECK(ske_apply_plan(e, &plan) == SK_OK);
+    if (timer_t > 0.0) CHECK(sk_engine_set_timer(e, timer_t) == SK_OK);
+    return e;
+}
+
+static void test_deferred_completion(void) {
+    int64_t a[1], c[1];
+    sk_batch b = {0};
+    b.arrived = a;
+    b.completed = c;
+    /* pushed at a decision before it: the same completion as an undeferred start */
+    sk_engine *e = deferred_start(10.0, 50.0, &b);
+    CHECK(sk_engine_step(e, &b) == SK_DECISION && b.now == 50.0);
+    CHECK(ske_push_deferred(e, 0) == SK_OK);
+    CHECK(ske_push_deferred(e, 0) == SK_OK);          /* pushed once: the second does nothing */
+    CHECK(sk_engine_step(e, &b) == SK_DONE && b.now == 100.0 && b.n_completed == 1);
+    sk_engine_free(e);
+    /* within defer_after: pushed at the start */
+    e = deferred_start(1000.0, 0.0, &b);
+    CHECK(sk_engine_step(e, &b) == SK_DONE && b.now == 100.0);
+    sk_engine_free(e);
+    /* a policy that breaks its promise: found in the past, or nothing left to happen */
+    e = deferred_start(10.0, 150.0, &b);
+    CHECK(sk_engine_step(e, &b) == SK_DECISION && b.now == 150.0 && b.n_completed == 0);
+    CHECK(ske_push_deferred(e, 0) == SK_ESTATE);
+    sk_engine_free(e);
+    e = deferred_start(10.0, 0.0, &b);
+    CHECK(sk_engine_step(e, &b) == SK_ESTALL);
+    sk_engine_free(e);
+}
+
 int main(void) {
     test_two_jobs_one_node();
     test_errors();
     test_rounds_and_timers();
+    test_deferred_completion();
     sk_engine_free(NULL);
     if (failures) {
         fprintf(stderr, "%d failed\n", failures);
