@@ -1,7 +1,7 @@
 """Our goodput policies beside the Sia simulator on Sia's workloads (docs/goodput.md, "Sia").
 
     python scalability/sia_fidelity.py WORKLOAD.csv [...] [--policies sia,pollux]
-        [--theirs POLICY=LOGDIR ...] [--out results.json]
+        [--param POLICY.KEY=VALUE ...] [--theirs POLICY=LOGDIR ...] [--out results.json]
 
 Runs each of our policies on each workload on ``sia-64`` (Sia's default cluster: 6 x 4 T4,
 3 x 8 RTX 2080 Ti, 2 x 8 A100) and, for every ``--theirs POLICY=LOGDIR``, reads the Sia
@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from sim.api import simulate
+from sim.commands._options import parse_policy_params
 from sim.metrics import summary
 
 CLUSTER = "sia-64"
@@ -49,11 +50,12 @@ def their_metrics(log: Path) -> dict:
             "jobs": len(jobs)}
 
 
-def our_metrics(workload: Path, policy: str, jobs_out: Path | None = None) -> dict:
-    """Our avg JCT, makespan and CPU seconds; with ``jobs_out``, the per-job table is written there
-    as CSV (to compare job by job with the Sia simulator's log)."""
+def our_metrics(workload: Path, policy: str, jobs_out: Path | None = None, **params) -> dict:
+    """Our avg JCT, makespan and CPU seconds (``params``: the policy's, e.g. ``search="dp"``); with
+    ``jobs_out``, the per-job table is written there as CSV (to compare job by job with the Sia
+    simulator's log)."""
     t0 = time.process_time()
-    res = simulate(CLUSTER, str(workload), policy)
+    res = simulate(CLUSTER, str(workload), policy, **params)
     cpu = time.process_time() - t0
     if jobs_out is not None:
         jobs_out.parent.mkdir(parents=True, exist_ok=True)
@@ -71,14 +73,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workloads", nargs="+", type=Path)
     ap.add_argument("--policies", default="sia,pollux")
+    ap.add_argument("--param", action="append", default=[], metavar="POLICY.KEY=VALUE",
+                    help="a policy parameter, e.g. sia-pollux.search=dp (repeatable)")
     ap.add_argument("--theirs", action="append", default=[], metavar="POLICY=LOGDIR")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     theirs_dirs = dict(t.split("=", 1) for t in args.theirs)
+    params = parse_policy_params(args.param)
     rows = []
     for wl in args.workloads:
         for pol in args.policies.split(","):
-            row = {"workload": f"{wl.parent.name}/{wl.stem}", "policy": pol, "ours": our_metrics(wl, pol)}
+            row = {"workload": f"{wl.parent.name}/{wl.stem}", "policy": pol, "params": params.get(pol, {}),
+                   "ours": our_metrics(wl, pol, **params.get(pol, {}))}
             log = Path(theirs_dirs[pol]) / f"{wl.stem}.log" if pol in theirs_dirs else None
             if log is not None and log.exists():
                 row["theirs"] = their_metrics(log)
