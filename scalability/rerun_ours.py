@@ -18,9 +18,9 @@ from sim.goodput.profiles import shared_workloads_dir
 
 
 def _one(args):
-    workload, policy, jobs_dir = args
+    workload, policy, params, jobs_dir = args
     out = None if jobs_dir is None else jobs_dir / f"{workload.replace('/', '-')}-{policy}.csv"
-    return our_metrics(shared_workloads_dir("sia") / f"{workload}.csv", policy, out)
+    return our_metrics(shared_workloads_dir("sia") / f"{workload}.csv", policy, out, **params)
 
 
 def main() -> None:
@@ -35,7 +35,8 @@ def main() -> None:
     keep = None if a.policies is None else set(a.policies.split(","))
     todo = [r for r in rows if keep is None or r["policy"] in keep]
     with ProcessPoolExecutor(a.workers) as ex:
-        for r, o in zip(todo, ex.map(_one, [(r["workload"], r["policy"], a.jobs_out) for r in todo])):
+        for r, o in zip(todo, ex.map(_one, [(r["workload"], r["policy"], r.get("params", {}), a.jobs_out)
+                                           for r in todo])):
             _report(r, o, a.previous_key)
     _merge(a.results, todo)
 
