@@ -137,7 +137,8 @@ struct sk_policy {
     int64_t *arrived, *completed;
     sk_batch batch;
     int stepped;
-    /* LAS (twentieth session; kept apart so that the fields above keep their offsets) */
+    /* LAS's own (allocated for LAS only; at the end so that the fields above keep their
+     * offsets) */
     int64_t *expired, n_expired;        /* leases that ended at this decision, all classes
                                            (commit: las_defer_after) */
     wait_key *preempt_key;              /* preempt[]'s waiting keys (plan_add_preempt) */
@@ -187,9 +188,15 @@ static wait_key key_waiting(const sk_engine *e, const struct sk_policy *p, int64
     return w;
 }
 
+/* A slot's GPU-seconds at time t (ske_live's sum). */
+static double slot_gpu_s(const run_slot *s, double t) { return s->gs + (double)s->ngpu * (t - s->last); }
+
+/* When a slot's lease ends (LAS: min_run_s after its progress resumed). */
+static double lease_end(const struct sk_policy *p, const run_slot *s) { return s->begin + p->spec.lease_s; }
+
 /* ske_live for a slot: GPU-seconds and remaining work at time t. */
 static void slot_live(const run_slot *s, double t, double *gpu_s, double *remaining) {
-    *gpu_s = s->gs + (double)s->ngpu * (t - s->last);
+    *gpu_s = slot_gpu_s(s, t);
     *remaining = s->rem;
     if (t > s->begin) *remaining -= s->rate * (t - s->begin);
 }
@@ -201,7 +208,7 @@ static void key_slot(const struct sk_policy *p, run_slot *s, double t) {
     if (p->spec.kind == SK_POL_SRTF)
         s->ka = (rem > 0.0 ? rem : 0.0) / s->work * s->est * (double)s->demand;   /* srtf_key */
     else if (p->spec.kind == SK_POL_LAS) {         /* leased jobs first (queue.LAS.order) */
-        s->kq = t < s->begin + p->spec.lease_s ? -1 : 0;
+        s->kq = t < lease_end(p, s) ? -1 : 0;
         s->ka = gpu_s;
     }
 }
@@ -548,7 +555,7 @@ static int las_add(sk_engine *e, struct sk_policy *p, int64_t j, int32_t b) {
     p->cls_leased[b]++;
     run_slot *s = las_class(p, b) + p->cls_cap[b] - p->cls_leased[b];
     slot_fill(e, p, s, j);
-    if (s->begin + p->spec.lease_s < p->cls_lease_end[b]) p->cls_lease_end[b] = s->begin + p->spec.lease_s;
+    if (lease_end(p, s) < p->cls_lease_end[b]) p->cls_lease_end[b] = lease_end(p, s);
     return SK_OK;
 }
 
@@ -625,7 +632,7 @@ static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int3
     int64_t cap = p->cls_cap[b], kept = 0, ended = 0, n_done = p->cls_done[b], in_leased = 0;
     int64_t *done = p->done_ids + p->cls_off[b];
     if (n_done == 0 && t < p->cls_lease_end[b]) return 0;          /* no lease ended, none done */
-    double lease_end = INFINITY;
+    double earliest = INFINITY;
     for (int64_t i = cap - 1; i >= cap - p->cls_leased[b]; i--) {   /* top down: writes stay above i */
         if (n_done && finished(e, p, b, a[i].job)) {
             for (int64_t k = 0; k < n_done - in_leased && n_done <= FEW_DONE; k++)
@@ -637,11 +644,11 @@ static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int3
             in_leased++;
             continue;
         }
-        double end = a[i].begin + p->spec.lease_s;
+        double end = lease_end(p, &a[i]);
         if (t < end) {
             if (cap - 1 - kept != i) a[cap - 1 - kept] = a[i];
             kept++;
-            if (end < lease_end) lease_end = end;
+            if (end < earliest) earliest = end;
         }
         else {
             p->expired[p->n_expired++] = a[i].job;
@@ -650,14 +657,14 @@ static int64_t las_drop_and_expire(const sk_engine *e, struct sk_policy *p, int3
     }
     if (n_done > in_leased) las_drop_finished(e, p, b, t, done, n_done - in_leased);
     p->cls_leased[b] = kept;
-    p->cls_lease_end[b] = lease_end;
+    p->cls_lease_end[b] = earliest;
     p->cls_done[b] = 0;
     return ended;
 }
 
 /* A LAS class's running job's key at t (key_slot past its lease), computed where it is read:
  * las_refresh re-keys a class only when its order is not certified. */
-static void las_key(run_slot *s, double t) { s->ka = s->gs + (double)s->ngpu * (t - s->last); }
+static void las_key(run_slot *s, double t) { s->ka = slot_gpu_s(s, t); }
 
 /* How many of a[0, hi) do not come after x: galloping down from hi (the merge below inserts
  * the largest first), a's keyed at t as they are read. */
@@ -1123,7 +1130,7 @@ static void plan_add_place(struct sk_policy *p, int64_t j, int32_t b, int32_t t,
  * per-job array for it. */
 static void plan_add_preempt(struct sk_policy *p, const run_slot *s, int32_t seg, double t) {
     if (p->spec.kind == SK_POL_LAS) {
-        p->preempt_key[p->n_preempt] = (wait_key){s->gs + (double)s->ngpu * (t - s->last), s->arrival, s->job, 0, 0};
+        p->preempt_key[p->n_preempt] = (wait_key){slot_gpu_s(s, t), s->arrival, s->job, 0, 0};
         p->preempt_class[p->n_preempt] = seg;
     }
     p->preempt[p->n_preempt++] = s->job;
@@ -1133,15 +1140,20 @@ static void plan_add_preempt(struct sk_policy *p, const run_slot *s, int32_t seg
  * and the bit sets (room_*) follow the engine's nodes between decisions (skn_on_node_change lists the
  * nodes that changed; the placements of a plan leave free[] as its apply leaves the nodes), so
  * only those nodes and the preempted jobs' are updated, not every node. */
+/* The k-th job whose GPUs the plan releases: preempted ones, then moved ones. */
+static int64_t released(const struct sk_policy *p, int64_t k) {
+    return k < p->n_preempt ? p->preempt[k] : p->moved[k - p->n_preempt];
+}
+
 static int64_t free_after_preemptions(const sk_engine *e, struct sk_policy *p) {
     int64_t total = e->total_gpus - e->used_gpus;
     for (int64_t k = 0; k < p->n_preempt + p->n_moved; k++) {   /* records first: their misses overlap */
-        const sk_job *x = &e->job[k < p->n_preempt ? p->preempt[k] : p->moved[k - p->n_preempt]];
+        const sk_job *x = &e->job[released(p, k)];
         __builtin_prefetch(x, 1);                       /* line 1, for the apply's accrual */
         __builtin_prefetch((const char *)x + 64, 1);    /* line 2: its placement, below */
     }
     for (int64_t k = 0; k < p->n_preempt + p->n_moved; k++) {
-        const sk_job *x = &e->job[k < p->n_preempt ? p->preempt[k] : p->moved[k - p->n_preempt]];
+        const sk_job *x = &e->job[released(p, k)];
         for (int32_t q = 0; q < x->pl_len; q++) {
             int32_t n = x->pl[2 * q];
             p->free[n] += x->pl[2 * q + 1];
@@ -1559,6 +1571,17 @@ static void las_drop_moving(struct sk_policy *p) {
         p->cls_sorted[b] = drop_moving(p, las_class(p, b), p->cls_sorted[b]);
 }
 
+/* LAS's k-th preempted job waits again with the key and class its slot gave
+ * (plan_add_preempt); with check_plans, held to key_waiting's. */
+static int las_wait_again(sk_engine *e, struct sk_policy *p, int64_t k) {
+    int64_t j = p->preempt[k];
+    if (p->spec.check_plans && p->preempt_key[k].ka != key_waiting(e, p, j).ka)
+        return ske_fail(e, SK_ESTATE, "native LAS: job %lld's slot key %.17g is not its "
+                        "GPU-seconds %.17g", (long long)j, p->preempt_key[k].ka, key_waiting(e, p, j).ka);
+    wait_push(p, p->preempt_class[k], p->preempt_key[k]);
+    return SK_OK;
+}
+
 /* Finish the pending plan: rates, apply, bookkeeping.  *wake: a timer was set. */
 static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
     *wake = 0;
@@ -1573,14 +1596,9 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
         for (int64_t k = 0; k < p->n_moved; k++) p->moving[p->moved[k]] = 0;
     }
     for (int64_t k = 0; k < p->n_preempt; k++) {       /* they wait again, keyed as of now */
-        int64_t j = p->preempt[k];
-        if (p->spec.kind != SK_POL_LAS) wait_add(e, p, j);
-        else if (p->spec.check_plans && p->preempt_key[k].ka != key_waiting(e, p, j).ka)
-            return ske_fail(e, SK_ESTATE, "native LAS: job %lld's slot key %.17g is not its "
-                            "GPU-seconds %.17g", (long long)j, p->preempt_key[k].ka,
-                            key_waiting(e, p, j).ka);
-        else wait_push(p, p->preempt_class[k], p->preempt_key[k]);
-        p->running[j] = 0;
+        if (p->spec.kind != SK_POL_LAS) wait_add(e, p, p->preempt[k]);
+        else if ((rc = las_wait_again(e, p, k)) < 0) return rc;
+        p->running[p->preempt[k]] = 0;
     }
     for (int64_t k = 0; k < p->n_place; k++) p->running[p->place[k]] = 1;
     for (int64_t k = 0; k < p->n_expired; k++) {       /* ended leases kept: their events now */
