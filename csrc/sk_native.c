@@ -120,6 +120,7 @@ struct sk_policy {
     int64_t *bucket_mask;               /* allowed types of each bucket's jobs */
     int32_t *place_type;                /* the type each place[] entry takes */
     int32_t *place_demand;              /* and its GPUs */
+    double *place_arrival;              /* and its job's arrival (from its queue entry or slot) */
     int64_t *moved, n_moved;            /* running jobs the plan moves to another type */
     int8_t *moving;                     /* per job: in moved[] */
     int8_t *running;                    /* per job: runs (the engine's state, a byte per job:
@@ -224,10 +225,12 @@ static int slot_before(const run_slot *s, const wait_key *w) {
     return s->job < w->job;
 }
 
-/* A slot for job j, placed now (after the kernel applied the placement). */
-static void slot_fill(const sk_engine *e, const struct sk_policy *p, run_slot *s, int64_t j) {
+/* A slot for job j, which arrived at arrival (the plan's, not a lookup), placed now (after
+ * the kernel applied the placement). */
+static void slot_fill(const sk_engine *e, const struct sk_policy *p, run_slot *s, int64_t j,
+                      double arrival) {
     s->job = j;
-    s->arrival = e->arrival[j];
+    s->arrival = arrival;
     const sk_job *x = &e->job[j];
     s->demand = x->demand;
     s->ngpu = x->ngpu;
@@ -363,12 +366,12 @@ static const wait_key *wait_head(const struct sk_policy *p, int32_t b) {
     return &wait_region(p, b)[wait_runs(p, b)[p->best_run[b]].lo];
 }
 
-/* Take the head of bucket b's queue (settled, not empty). */
-static int64_t wait_take(struct sk_policy *p, int32_t b) {
+/* Take the head of bucket b's queue (settled, not empty): its entry. */
+static wait_key wait_take(struct sk_policy *p, int32_t b) {
     wait_run *r = wait_runs(p, b);
     const wait_key *q = wait_region(p, b);
     int32_t k = p->best_run[b], next = p->next_run[b];
-    int64_t j = q[r[k].lo++].job;
+    wait_key j = q[r[k].lo++];
     p->n_waiting[b]--;
     if (r[k].lo == r[k].hi) {                   /* used up: its space is a gap (the top's is free) */
         memmove(r + k, r + k + 1, (size_t)(p->n_runs[b] - k - 1) * sizeof *r);
@@ -548,13 +551,13 @@ static void compact_running(const sk_engine *e, struct sk_policy *p) {
 static run_slot *las_class(struct sk_policy *p, int32_t b) { return p->slots + p->cls_off[b]; }
 
 /* Job j of class b, placed now, joins its class's leased jobs. */
-static int las_add(sk_engine *e, struct sk_policy *p, int64_t j, int32_t b) {
+static int las_add(sk_engine *e, struct sk_policy *p, int64_t j, double arrival, int32_t b) {
     if (p->cls_sorted[b] + p->cls_leased[b] >= p->cls_cap[b])
         return ske_fail(e, SK_ESTATE, "native LAS: more running jobs of request %d than jobs",
                         p->bucket_demand[b]);
     p->cls_leased[b]++;
     run_slot *s = las_class(p, b) + p->cls_cap[b] - p->cls_leased[b];
-    slot_fill(e, p, s, j);
+    slot_fill(e, p, s, j, arrival);
     if (lease_end(p, s) < p->cls_lease_end[b]) p->cls_lease_end[b] = lease_end(p, s);
     return SK_OK;
 }
@@ -1116,9 +1119,11 @@ static void plan_reset(struct sk_policy *p) {
 }
 
 
-/* Job j, of bucket b, is placed: demand GPUs of type t. */
-static void plan_add_place(struct sk_policy *p, int64_t j, int32_t b, int32_t t, int32_t demand) {
+/* Job j, of bucket b, which arrived at arrival, is placed: demand GPUs of type t. */
+static void plan_add_place(struct sk_policy *p, int64_t j, double arrival, int32_t b, int32_t t,
+                           int32_t demand) {
     if (p->spec.kind == SK_POL_LAS) p->place_class[p->n_place] = b;
+    p->place_arrival[p->n_place] = arrival;
     p->place_type[p->n_place] = t;
     p->place_demand[p->n_place] = demand;
     p->place[p->n_place++] = j;
@@ -1182,9 +1187,8 @@ static int place_selected(sk_engine *e, struct sk_policy *p) {
         const sk_job *x = &e->job[j];
         __builtin_prefetch(x, 1);
         __builtin_prefetch((const char *)x + 64, 1);
-        __builtin_prefetch(&p->model[j], 0);            /* and what the rates, the apply and */
-        __builtin_prefetch(&p->used_types[j], 1);       /* the slot read of them */
-        __builtin_prefetch(&e->arrival[j], 0);
+        __builtin_prefetch(&p->model[j], 0);            /* and what the rates read of them */
+        if (p->n_types > 1) __builtin_prefetch(&p->used_types[j], 1);
     }
     for (int64_t k = 0; k < p->n_place; k++) {
         int64_t j = p->place[k];
@@ -1334,12 +1338,13 @@ static void select_jobs(sk_engine *e, struct sk_policy *p, run_seg *seg, int32_t
                 p->tfree[t] -= demand;
                 p->moved[p->n_moved++] = j;
                 p->moving[j] = 1;
-                plan_add_place(p, j, p->bucket[j], t, demand);
+                plan_add_place(p, j, s->arrival, p->bucket[j], t, demand);
             }
             r = run_pop(seg, n_seg, r, 0, &next);
         } else {
             p->tfree[t] -= demand;
-            plan_add_place(p, wait_take(p, b), b, t, demand);
+            wait_key w = wait_take(p, b);
+            plan_add_place(p, w.job, w.arrival, b, t, demand);
             b = best_bucket(p, blocking);
             bulk = bulk_ok(p);
         }
@@ -1409,8 +1414,9 @@ static int lone_arrival(sk_engine *e, struct sk_policy *p) {
     int32_t b = best_bucket(p, 0);
     if (b < 0) return 0;
     plan_reset(p);
-    int64_t j = wait_take(p, b);
-    plan_add_place(p, j, b, pick_type(e, p, j, p->bucket_mask[b], p->bucket_demand[b]), p->bucket_demand[b]);
+    wait_key w = wait_take(p, b);
+    plan_add_place(p, w.job, w.arrival, b, pick_type(e, p, w.job, p->bucket_mask[b], p->bucket_demand[b]),
+                   p->bucket_demand[b]);
     return 1;
 }
 
@@ -1547,7 +1553,7 @@ static double las_defer_after(const sk_engine *e, const struct sk_policy *p) {
 static int apply_plan(sk_engine *e, struct sk_policy *p) {
     for (int64_t k = 0; k < p->n_place; k++) {
         p->place_rate[k] = p->cache[p->sum_slot[k]].rate;
-        p->used_types[p->place[k]] |= p->sum_mask[k];
+        if (p->n_types > 1) p->used_types[p->place[k]] |= p->sum_mask[k];  /* one: see below */
     }
     if (p->spec.check_plans) return apply_checked(e, p);
     ske_plan plan = {p->n_preempt, p->n_moved, p->n_place, p->preempt, p->moved, p->place,
@@ -1608,11 +1614,12 @@ static int commit(sk_engine *e, struct sk_policy *p, int *wake) {
     }
     p->n_expired = 0;
     for (int64_t k = 0; k < p->n_place && p->spec.kind == SK_POL_LAS; k++) {
-        rc = las_add(e, p, p->place[k], p->place_class[k]);
+        rc = las_add(e, p, p->place[k], p->place_arrival[k], p->place_class[k]);
         if (rc < 0) return rc;
     }
     if (p->spec.preemptive && p->spec.kind != SK_POL_LAS)
-        for (int64_t k = 0; k < p->n_place; k++) slot_fill(e, p, &p->slots[p->n_slots++], p->place[k]);
+        for (int64_t k = 0; k < p->n_place; k++)
+            slot_fill(e, p, &p->slots[p->n_slots++], p->place[k], p->place_arrival[k]);
     p->ctr.placements += p->n_place;
     p->ctr.preemptions += p->n_preempt;
     p->pending = 0;
@@ -1755,7 +1762,7 @@ void skn_free(struct sk_policy *p) {
     free(p->sum_slot); free(p->sum_speed); free(p->cache); free(p->miss_slot); free(p->miss_job);
     free(p->hist); free(p->fgd_w); free(p->dem); free(p->place_pos); free(p->rkey); free(p->rkey2); free(p->room_bits); free(p->room_sum); free(p->room_leaf); free(p->free_start); free(p->ap_tmp); free(p->used_types); free(p->arrived); free(p->completed);
     free(p->cls_cap); free(p->cls_sorted); free(p->cls_leased); free(p->cls_done); free(p->cls_until); free(p->cls_lease_end); free(p->done_ids); free(p->las_tmp); free(p->expired); free(p->preempt_key); free(p->preempt_class); free(p->place_class); free(p->ins_pos); free(p->segs); free(p->seg_cnt);
-    free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->place_demand); free(p->leaf_pos); free(p->leaf_node); free(p->dirty); free(p->is_dirty);
+    free(p->trate); free(p->bucket_mask); free(p->place_type); free(p->place_demand); free(p->place_arrival); free(p->leaf_pos); free(p->leaf_node); free(p->dirty); free(p->is_dirty);
     free(p->moved); free(p->moving); free(p->running);
     free(p);
 }
@@ -1812,7 +1819,7 @@ static int alloc_policy(sk_engine *e, struct sk_policy *p, int32_t nb) {
              NEW(p->completed, nj) && NEW(p->cls_cap, nb) && NEW(p->cls_sorted, nb) &&
              NEW(p->cls_leased, nb) && NEW(p->cls_done, nb) && NEW(p->cls_until, nb) && NEW(p->cls_lease_end, nb) && NEW(p->done_ids, nj) && NEW(p->las_tmp, nj) && NEW(p->expired, las) && NEW(p->preempt_key, las) && NEW(p->preempt_class, las) && NEW(p->place_class, las) && NEW(p->ins_pos, nj + 1) &&
              NEW(p->segs, nb) && NEW(p->seg_cnt, 2 * nb) && NEW(p->trate, nj * nt) &&
-             NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->place_demand, nj) && NEW(p->leaf_pos, nn) &&
+             NEW(p->bucket_mask, nb) && NEW(p->place_type, nj) && NEW(p->place_demand, nj) && NEW(p->place_arrival, nj) && NEW(p->leaf_pos, nn) &&
              NEW(p->leaf_node, nn) && NEW(p->dirty, nn) && NEW(p->is_dirty, nn) && NEW(p->moved, nj) && NEW(p->moving, nj) && NEW(p->running, nj);
     return ok ? SK_OK : ske_fail(e, SK_ENOMEM, "native policy: out of memory for %lld jobs", (long long)nj);
 }
@@ -1970,8 +1977,14 @@ int sk_native_counters_get(const sk_engine *e, sk_native_counters *out) {
     return SK_OK;
 }
 
+/* Each job's GPU types as a bit mask.  With one type, apply_plan records none (a miss per
+ * placement saved): every job that started used it. */
 int sk_native_used_types(const sk_engine *e, int64_t *out) {
     if (!e || !e->pol || !out) return SK_EINVAL;
-    memcpy(out, e->pol->used_types, (size_t)e->n_jobs * sizeof(int64_t));
+    if (e->pol->n_types > 1) {
+        memcpy(out, e->pol->used_types, (size_t)e->n_jobs * sizeof(int64_t));
+    } else {
+        for (int64_t j = 0; j < e->n_jobs; j++) out[j] = isnan(e->job[j].first_start) ? 0 : 1;
+    }
     return SK_OK;
 }

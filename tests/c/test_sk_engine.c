@@ -176,11 +176,40 @@ static void test_deferred_completion(void) {
     sk_engine_free(e);
 }
 
+/* Job 0 (work 100) preempted and placed again by native plans at one instant. */
+static void replace_job(sk_engine *e, double rate, double defer_after) {
+    int64_t preempt[1] = {0}, place[1] = {0}, ptr[2] = {0, 1};
+    int32_t nodes[1] = {0}, counts[1] = {2};
+    double rates[1] = {rate};
+    ske_plan out = {1, 0, 0, preempt, NULL, NULL, ptr, nodes, counts, rates, INFINITY};
+    CHECK(ske_apply_plan(e, &out) == SK_OK);
+    ske_plan in = {0, 0, 1, NULL, NULL, place, ptr, nodes, counts, rates, defer_after};
+    CHECK(ske_apply_plan(e, &in) == SK_OK);
+}
+
+/* A job's pushed completion event is retired when it waits again, also after a deferred
+ * placement kept its version: only the last start's event completes it. */
+static void test_versions_retire_events(void) {
+    int64_t a[1], c[1];
+    sk_batch b = {0};
+    b.arrived = a;
+    b.completed = c;
+    sk_engine *e = deferred_start(INFINITY, 10.0, &b);  /* its event at 100 is pushed */
+    CHECK(sk_engine_step(e, &b) == SK_DECISION && b.now == 10.0);
+    replace_job(e, 1.0, 10.0);                          /* 90 left, deferred: no event */
+    CHECK(sk_engine_set_timer(e, 20.0) == SK_OK);
+    CHECK(sk_engine_step(e, &b) == SK_DECISION && b.now == 20.0 && b.n_completed == 0);
+    replace_job(e, 0.5, INFINITY);                      /* 80 left at rate 0.5: done at 180 */
+    CHECK(sk_engine_step(e, &b) == SK_DONE && b.now == 180.0 && b.n_completed == 1);
+    sk_engine_free(e);
+}
+
 int main(void) {
     test_two_jobs_one_node();
     test_errors();
     test_rounds_and_timers();
     test_deferred_completion();
+    test_versions_retire_events();
     sk_engine_free(NULL);
     if (failures) {
         fprintf(stderr, "%d failed\n", failures);
