@@ -107,12 +107,12 @@ def credit_finished_reference(ids, ran_on, member, worker_time, elapsed):
     return bool(gone.size)
 
 
-def credit_running_reference(ids, ran_on, member, time_so_far, worker_time, elapsed):
+def credit_running_reference(ids, ran_on, member, time_so_far, worker_time, credit):
     t = ran_on[ids]
     on = t >= 0
     if on.any():
-        time_so_far[ids[on], t[on]] += elapsed
-        np.add.at(worker_time, t[on], elapsed)
+        time_so_far[ids[on], t[on]] += credit[ids[on]]
+        np.add.at(worker_time, t[on], credit[ids[on]])
     active = np.zeros(member.shape[0], bool)
     active[ids] = True
     gone = np.flatnonzero(member & ~active)

@@ -9,7 +9,7 @@ import pytest
 from engine_helpers import LinearOracle, specs
 from sim.cluster import Cluster
 from sim.presets import load_cluster
-from sim.engine import EngineConfig, simulate
+from sim.engine import EngineConfig, run_jobs, simulate
 from sim.errors import ConfigError
 from sim.metrics import summary
 from sim.policies import get_policy, list_policies
@@ -154,6 +154,58 @@ def test_new_job_waits_for_the_reset_interval():
         assert _placed(s, pol.schedule(s)) == {0: 0}, t
     s = _state(cluster, jobs, 2260.0, [0, 1], {0: 0}, reasons=8)
     assert set(_placed(s, pol.schedule(s))) == {0, 1}
+
+
+def test_integral_steps_per_round_as_gavel():
+    # Gavel's micro-task (scheduler.py _get_num_steps): min(int(rate * 360), remaining)
+    # iterations, the round ends with the last one.  Job a runs 0.7 it/s: int(251.99...) = 251
+    # iterations a round (358.57 s), job b 2 it/s: 720 (360 s).  Rounds last 360 s; a does
+    # 251 iterations in each (rate scale 251 / (0.7 * 360)), so its 1000 iterations end in
+    # round 4 at 3 * 360 + 247 / 0.7 s, not at 1000 / 0.7 s (b's 720 fill its rounds exactly).
+    from sim.jobs import JobTable
+    oracle = TableThroughput({"v100": {"a": {1: 0.7}, "b": {1: 2.0}}}, reference_type="v100")
+    cluster = Cluster(name="toy", gpu_types=("v100",), node_gpus=np.array([1, 1], np.int32),
+                      node_type=np.array([0, 0], np.int32), node_speed=np.ones(2),
+                      intra_bw_gbps=np.full(2, 100.0), inter_bw_gbps=np.full(2, 10.0))
+    wl = JobTable.from_columns(arrival_s=np.zeros(2), gpus=np.ones(2, np.int32),
+                               iterations=np.array([1000.0, 1e5]), model=np.array(["a", "b"]))
+    for name in ("gavel-fifo-perf", "gavel-max-min-fairness-perf"):
+        res = simulate(cluster, wl, get_policy(name), oracle, EngineConfig(restart_delay_s=0.0))
+        assert res.finish[0] == pytest.approx(3 * 360.0 + 247 / 0.7, rel=1e-12), name
+        assert res.finish[1] == pytest.approx(1e5 / 2.0, rel=1e-12), name
+
+
+def test_a_job_that_overruns_its_last_round_gets_whole_rounds():
+    # Two 4-GPU jobs of 3000 iterations at 8 it/s alternate on one 4-GPU server, 5 s restart
+    # delay (Gavel's simulator has none).  Rounds 1-2 (0, 360): 2880 iterations each.  Round
+    # 3 (720): job 0 is to finish its 120 in 15 s, but the restart delay leaves it 40 short at
+    # the round's end (735); round 4: job 1 likewise (735-750).  From then on each gets whole
+    # rounds, else the rounds would shrink to less than the restart delay and nobody would
+    # progress: job 0 restarts at 750 and ends at 760, job 1 at 760 + 5 + 5 = 770.
+    from sim.cluster import DEFAULT_INTER_BW_GBPS, DEFAULT_INTRA_BW_GBPS
+    cluster = Cluster(name="toy", gpu_types=("fast",), node_gpus=np.array([4], np.int32),
+                      node_type=np.array([0], np.int32), node_speed=np.ones(1),
+                      intra_bw_gbps=np.full(1, DEFAULT_INTRA_BW_GBPS),
+                      inter_bw_gbps=np.full(1, DEFAULT_INTER_BW_GBPS))
+    pol = get_policy("gavel-max-min-fairness-perf")
+    res = run_jobs(cluster, specs([0.0, 0.0], [4, 4], [3000.0, 3000.0], delay=5.0), pol,
+                   LinearOracle(), EngineConfig())
+    np.testing.assert_allclose(res.finish, [760.0, 770.0], rtol=1e-12)
+    assert pol.rounds <= 8
+
+
+def test_fifo_forgets_finished_jobs_when_none_is_left():
+    # Gavel computes an allocation also when no job is active; its FIFO then deletes the
+    # finished jobs from its allocation, so a later arrival does not inherit their types.
+    cluster = _two_gpu_cluster()
+    jobs = specs([0.0, 9000.0], [1, 1], [1e9] * 2, delay=0.0)
+    pol = get_policy("gavel-fifo")
+    s = _state(cluster, jobs, 0.0, [0], {}, reasons=1)
+    pol.schedule(s)
+    assert pol.fifo_type[0] >= 0
+    s = _state(cluster, jobs, 5000.0, [], {}, reasons=8)       # job 0 done, job 1 not yet here
+    pol.schedule(s)
+    assert pol.fifo_type[0] == -1
 
 
 def test_job_never_runs_where_its_throughput_is_zero():
@@ -371,11 +423,13 @@ def test_credit_kernels_match_reference(data):
                                               max_size=n_jobs * m))).reshape(n_jobs, m)
     worker_time = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.3, 1e9]), min_size=m, max_size=m)))
     elapsed = data.draw(st.sampled_from([0.1, 360.0, 123.456]))
-    for kernel, ref, extra in ((credit_finished, credit_finished_reference, ()),
-                               (credit_running, credit_running_reference, (time_so_far,))):
+    credit = np.array(data.draw(st.lists(st.sampled_from([0.1, 359.998, 360.0, 1e4]), min_size=n_jobs,
+                                         max_size=n_jobs)))       # per job id (credit_running)
+    for kernel, ref, extra, spent in ((credit_finished, credit_finished_reference, (), elapsed),
+                                      (credit_running, credit_running_reference, (time_so_far,), credit)):
         got = [a.copy() for a in (ran_on, member, *extra, worker_time)]
         want = [a.copy() for a in (ran_on, member, *extra, worker_time)]
-        assert kernel(ids, *got, elapsed) == ref(ids, *want, elapsed)
+        assert kernel(ids, *got, spent) == ref(ids, *want, spent)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
 

@@ -228,6 +228,11 @@ class _Fifo(GavelRounds):
         x[np.flatnonzero(on), kept[on]] = 1.0
         return x
 
+    def _no_jobs_allocation(self) -> None:
+        # Gavel's FIFOPolicy.get_allocation on an empty job set deletes every finished job
+        # from its allocation, so the next arrival does not inherit a finished job's type
+        self.fifo_type[:] = -1
+
     def _pick(self, room, open_types, thr_row) -> int:
         """Index into ``open_types``: the fastest with room (perf) or a random draw."""
         if self.perf:

@@ -289,12 +289,13 @@ def credit_finished(ids, ran_on, member, worker_time, elapsed: float) -> bool:
                                  worker_time, float(elapsed)))
 
 
-def credit_running(ids, ran_on, member, time_so_far, worker_time, elapsed: float) -> bool:
-    """At a round's end: each active job dispatched this round received ``elapsed`` seconds
-    on its type (its counter and the type's total); members no longer active (finished
-    without being dispatched) leave the job set.  In place; True if any left."""
+def credit_running(ids, ran_on, member, time_so_far, worker_time, credit) -> bool:
+    """At a round's end: each active job j dispatched this round received ``credit[j]``
+    seconds (float64, indexed by job id) on its type (its counter and the type's total, in
+    job-id order); members no longer active (finished without being dispatched) leave the
+    job set.  In place; True if any left."""
     return bool(_credit_running(np.ascontiguousarray(ids, np.int64), ran_on, member,
-                                time_so_far, worker_time, float(elapsed)))
+                                time_so_far, worker_time, np.ascontiguousarray(credit, np.float64)))
 
 
 @njit(cache=True)
@@ -319,12 +320,12 @@ def _credit_finished(ids, ran_on, member, worker_time, elapsed):
 
 
 @njit(cache=True)
-def _credit_running(ids, ran_on, member, time_so_far, worker_time, elapsed):
+def _credit_running(ids, ran_on, member, time_so_far, worker_time, credit):
     for j in ids:
         t = ran_on[j]
         if t >= 0:
-            time_so_far[j, t] += elapsed
-            worker_time[t] += elapsed
+            time_so_far[j, t] += credit[j]
+            worker_time[t] += credit[j]
     active = _active_mask(ids, member.shape[0])
     gone = False
     for j in range(member.shape[0]):

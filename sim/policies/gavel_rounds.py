@@ -8,13 +8,33 @@ turns it into placements round by round, as Gavel's simulator does:
   round ends early when every job dispatched in it has finished, and an idle cluster starts a
   round at the next arrival.  Arrivals and completions inside a round change nothing until the
   round ends (the freed GPUs stay idle, as in Gavel).
+* **Integral steps** (Gavel's ``_get_num_steps`` and ``_get_job_steps_and_finish_times``): a
+  job dispatched for a round runs ``min(int(rate * time_per_round_s), remaining)`` whole
+  iterations at its rate and stops; the round ends when the last of them stops, a fraction of
+  a second before ``time_per_round_s`` (Gavel's round end is the latest micro-task finish).
+  Here a job runs to the round's end under ``Plan.rate_scale`` = its iterations / (rate x
+  round length), so it does exactly its iterations; a job whose remaining iterations fit in
+  the round runs at its full rate and finishes when Gavel's does.  (Gavel's jobs declare their
+  total steps, so its scheduler knows what is left; in a learning run, where ``remaining`` is
+  the simulator's truth -- the information contract of ``Policy.clairvoyant`` --, the policy
+  does not read it and every job gets whole rounds.  A rate below one iteration per round,
+  where Gavel's micro-task would fail, is not truncated.  Gavel's simulator runs every job at
+  the rate it plans with; ours may not -- restart delays, slower servers, spread placements --,
+  so a job that was to finish in a round and did not is never again planned to finish early:
+  it gets whole rounds, which keeps rounds from shrinking to nothing around it.)
 * **Time received**: each job starts with ``time_per_round_s / 2`` on every type (Gavel's
-  "initial time"); a round adds the time the job ran (to the round end, or to its completion)
-  to the job's counter and to its type's total.
+  "initial time"); a round adds, to the job's counter and to its type's total, the job's
+  finish time (its last iteration's end, or its completion) minus Gavel's round start
+  (``current_round_start_time``: the end of the previous round that ran jobs, 0 before the
+  first, so the first round after an idle cluster counts the idle time too, as Gavel's
+  simulator does).  These sub-second differences decide Gavel's order among jobs whose
+  priorities are otherwise equal (FIFO: every job's allocation is 1 on its type), so they
+  are ported to the last digit.
 * **Resets and allocation**: when the job set has changed and at least ``reset_interval_s``
   (Gavel's ``minimum_time_between_allocation_resets``, 1920 s) passed since the last reset --
   or the last reset happened at time 0, Gavel's quirk -- deficits accumulate ``X * elapsed -
-  received``, counters restart at the initial time, and the allocation is recomputed.  A job
+  received``, counters restart at the initial time, and the allocation is recomputed (also
+  with no job active: Gavel's FIFO then forgets the types of its finished jobs).  A job
   that arrived since has no allocation until then: it is not placed, even on idle GPUs.
 * **Priorities** per type: ``X / fraction`` (fraction = job's time / type's time), ``X * 1e9``
   while the type's total is 0, 0 where the job's throughput is 0 or it has no allocation.
@@ -29,10 +49,9 @@ turns it into placements round by round, as Gavel's simulator does:
   types and never runs where its throughput is 0.  (``placement`` is accepted, as by every
   policy, but Gavel's walk decides the servers whatever its value.)
 
-Left out (docs/gavel.md): integral steps per round (Gavel runs ``int(throughput * 360)``
-steps, so its rounds end up to one iteration early), space sharing (packing), the EMA of
-measured throughputs (Gavel applies it only on a physical cluster; its simulator reads the
-oracle), and the physical mode's mid-round recomputation.
+Left out (docs/gavel.md): space sharing (packing), the EMA of measured throughputs (Gavel
+applies it only on a physical cluster; its simulator reads the oracle), and the physical
+mode's mid-round recomputation.
 
 Per-job memory lives in numpy arrays indexed by job id; a policy object remembers one run and
 starts afresh on a different JobSpecs or when time goes backwards.
@@ -95,8 +114,12 @@ class GavelRounds(Policy):
         self.worker_time = np.zeros(m)           # Gavel's _worker_time_so_far
         self.last_reset = 0.0
         self.need_update = False
-        self.round_start = -np.inf
         self.round_end: float | None = None
+        self.credit = np.zeros(n)                # per job dispatched: seconds at the round's end
+        self.credit_start = 0.0                  # Gavel's current_round_start_time
+        self.last_round_end: float | None = None  # Gavel's current_round_end_time
+        self.to_finish = np.zeros(n, bool)       # dispatched to finish within the round
+        self.overran = np.zeros(n, bool)         # did not: whole rounds from now on
         self._shuffler = random.Random(self.seed + 5)
         self.rounds = 0
         self.resets = 0
@@ -134,28 +157,57 @@ class GavelRounds(Policy):
         self.ran_on[ids] = -1
         placed = np.flatnonzero(np.diff(plan.indptr) > 0)
         self.ran_on[ids[placed]] = chosen_type[placed]
-        self.round_start = now
         if placed.size == 0:
             self.round_end = None
             if ids.size and not (state.jobs.arrival > now).any():
                 raise SimError(f"policy {self.name}: no active job can be scheduled at t={now} "
                                f"(first: job {int(ids[0])}) and no job is left to arrive")
             return plan
-        self.round_end = now + self.time_per_round_s
-        return Plan(plan.indptr, plan.nodes, plan.counts, wakeup=self.round_end)
+        scale = self._micro_tasks(state, thr, placed, chosen_type[placed])
+        return Plan(plan.indptr, plan.nodes, plan.counts, wakeup=self.round_end, rate_scale=scale)
+
+    def _micro_tasks(self, state: SchedState, thr: np.ndarray, placed: np.ndarray,
+                     types: np.ndarray) -> np.ndarray:
+        """Gavel's micro-tasks for the jobs dispatched this round (``placed``: positions in
+        ``state.active``, on ``types``): each runs ``min(int(rate * round), remaining)``
+        iterations and the round ends when the last one stops.  Sets the round's end and
+        each job's credit (its finish minus Gavel's round start: the previous dispatching
+        round's end); returns the rate scale (aligned with ``state.active``) under which each
+        job's iterations end at the round's end (1 for a job that finishes in the round)."""
+        now = state.now
+        rate = thr[placed, types]
+        full = np.floor(rate * self.time_per_round_s)
+        full = np.where(full > 0, full, rate * self.time_per_round_s)
+        # Gavel knows the steps left (its jobs declare their total); a learning run hides them
+        rem = state.remaining[placed] if state.learning is None else np.full(placed.size, np.nan)
+        ids = state.active[placed]
+        self.overran[state.active[self.to_finish[state.active]]] = True
+        self.to_finish[:] = False
+        finishes = (rem <= full) & ~self.overran[ids]   # False where remaining is NaN (hidden)
+        self.to_finish[ids[finishes]] = True
+        steps = np.where(finishes, rem, full)
+        fin = now + steps / rate                     # Gavel: timestamp + num_steps / throughput
+        self.credit_start = 0.0 if self.last_round_end is None else self.last_round_end
+        self.round_end = self.last_round_end = float(fin.max())
+        self.credit[ids] = fin - self.credit_start
+        scale = np.ones(state.active.size)
+        go_on = ~finishes
+        scale[placed[go_on]] = steps[go_on] / (rate[go_on] * (self.round_end - now))
+        return scale
 
     def _throughputs(self, state: SchedState) -> np.ndarray:
         return self._thr_cache.get(state)
 
     def _credit_finished(self, state: SchedState) -> None:
-        """Jobs dispatched this round that have finished: their time counts for their type."""
+        """Jobs dispatched this round that have finished: their time (to their completion,
+        from Gavel's round start) counts for their type."""
         if credit_finished(state.active, self.ran_on, self.member, self.worker_time,
-                           state.now - self.round_start):
+                           state.now - self.credit_start):
             self.need_update = True
 
     def _credit_running(self, state: SchedState) -> None:
         if credit_running(state.active, self.ran_on, self.member, self.time_so_far,
-                          self.worker_time, state.now - self.round_start):
+                          self.worker_time, self.credit):
             self.need_update = True
 
     def _join(self, state: SchedState, thr: np.ndarray) -> None:
@@ -186,8 +238,15 @@ class GavelRounds(Policy):
         if ids.size:
             self.alloc[ids] = self.allocation(state, thr)
             self.in_alloc[ids] = True
+        else:
+            self._no_jobs_allocation()
         self.need_update = False
         self.resets += 1
+
+    def _no_jobs_allocation(self) -> None:
+        """Gavel computes an allocation also when no job is active (its policy sees an empty
+        job set); a policy that remembers jobs across allocations forgets the finished ones
+        here.  Default: nothing to forget."""
 
     def _type_order(self, m: int) -> list[int]:
         order = list(range(m))
