@@ -472,3 +472,27 @@ def test_finish_time_fairness_skips_only_decided_steps(data):
     got = finish_time_fair_allocation(lp, thr, since, remaining, isolated, 1e-4)
     np.testing.assert_array_equal(got, finish_time_fair_reference(lp, thr, since, remaining,
                                                                   isolated, 1e-4))
+
+
+def test_max_min_lp_that_stalls_the_ipm_is_solved_by_the_simplex():
+    # A 124-job max-min LP of the Hops FTF experiment (hops-512, seed 2) on which HiGHS's IPM
+    # without crossover stops short of an optimum (coefficients 0.4-162): the run went on
+    # only with the simplex's second try, which reaches the same optimum.
+    from pathlib import Path
+    d = np.load(Path(__file__).with_name("gavel_ipm_stall_lp.npz"))
+    lp = AllocationLP(d["scale"], d["capacity"], "ipm")
+    x, z = lp.max_min(d["a"])
+    _, z_simplex = AllocationLP(d["scale"], d["capacity"], "simplex").max_min(d["a"])
+    assert z == pytest.approx(z_simplex, rel=1e-6)
+    assert np.all((d["a"] * x).sum(axis=1) >= z * (1 - 1e-6))
+    assert x.sum(axis=1).max() <= 1 + 1e-6
+
+
+def test_a_failed_ipm_solve_falls_back_to_the_simplex(monkeypatch):
+    import sim.policies.gavel_lp as gl
+    solve = gl._HIGHS.solve
+    monkeypatch.setattr(gl._HIGHS, "solve", lambda solver, *rest: None if solver == "ipm" else solve(solver, *rest))
+    lp = AllocationLP(np.array([1, 1]), np.array([1, 1]), "ipm")
+    x, z = lp.max_min(np.array([[1.0, 2.0], [2.0, 1.0]]))
+    assert lp.simplex_fallbacks == 1 and z == pytest.approx(2.0)
+    np.testing.assert_allclose(x, [[0.0, 1.0], [1.0, 0.0]], atol=1e-9)

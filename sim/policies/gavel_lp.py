@@ -149,6 +149,7 @@ class AllocationLP:
         self._extra_rows = (m + n + job)[:, None]
         self.base_rhs = np.concatenate([self.capacity, np.ones(n)])
         self.col_upper = np.r_[np.ones(nm), _HIGHS.inf]
+        self.simplex_fallbacks = 0      # solves the IPM failed and the simplex made (_solve)
 
     # -- pieces --------------------------------------------------------------
     def _matrix(self, a: np.ndarray | None, z_coef: float):
@@ -170,9 +171,21 @@ class AllocationLP:
     def _solve(self, c: np.ndarray, a: np.ndarray | None = None, z_coef: float = 0.0,
                rhs: np.ndarray | None = None):
         """Solve ``min c x`` over the base rows (plus the extra rows of ``a``); returns x,
-        or None when HiGHS finds no optimum or the point fails linprog's acceptance test."""
+        or None when HiGHS finds no optimum or the point fails linprog's acceptance test.
+        When the interior-point solver fails on a problem (HiGHS's IPM without crossover
+        sometimes stops short of its tolerances on a well-posed LP: a 124-job max-min LP of
+        the Hops FTF experiment, coefficients 0.4-162), the simplex solves it once more
+        (``simplex_fallbacks`` counts those): a vertex of the same optimum, not a failed run."""
         upper = self.base_rhs if rhs is None else np.concatenate([self.base_rhs, rhs])
-        got = _HIGHS.solve(self.solver, c, *self._matrix(a, z_coef), self.col_upper, upper)
+        matrix = self._matrix(a, z_coef)
+        x = self._accepted(_HIGHS.solve(self.solver, c, *matrix, self.col_upper, upper), upper)
+        if x is None and self.solver != "simplex":
+            x = self._accepted(_HIGHS.solve("simplex", c, *matrix, self.col_upper, upper), upper)
+            self.simplex_fallbacks += x is not None
+        return x
+
+    def _accepted(self, got, upper: np.ndarray):
+        """x of a solve, or None when there is none or it fails linprog's acceptance test."""
         if got is None:
             return None
         x, activity = got
