@@ -40,6 +40,7 @@ typedef struct {
     int32_t pl_capacity;
     int32_t demand;
     int8_t moved;              /* apply: placement released, about to change */
+    int8_t shared;             /* its GPUs are space-shared: two shared placements a GPU */
     int32_t pl_one[2];         /* a placement on one node */
 } sk_job;
 
@@ -47,10 +48,18 @@ struct sk_engine {
     /* cluster */
     int32_t n_nodes;
     int32_t *node_cap;
-    int32_t *node_used;
+    int32_t *node_used;        /* GPUs taken: exclusive + shared (see shared_hist) */
+    int32_t *node_shared;      /* shared (space-sharing) GPU slots held, two a GPU */
+    int32_t *shared_hist;      /* per node (stride shared_stride): shared placements by their
+                                  GPU count there; a node's shared GPUs are
+                                  max(largest such count, ceil(node_shared / 2)) */
+    int32_t shared_stride;     /* largest node capacity + 1 */
     int64_t total_gpus;
     int64_t used_gpus;
+    int64_t held_halves;       /* GPU halves held by jobs: 2 an exclusive GPU, 1 a shared one
+                                  (busy GPU-seconds accrue held_halves / 2) */
     int64_t *scratch;          /* n_nodes, capacity checks in apply */
+    int64_t *scratch_shared;   /* n_nodes, apply: 1 + a node's shared GPUs before it (0: unset) */
     /* jobs (static) */
     int64_t n_jobs;
     double *arrival;

@@ -128,7 +128,8 @@ void sk_engine_free(sk_engine *e) {
             if (e->job[j].pl != e->job[j].pl_one) free(e->job[j].pl);
     }
     free(e->job_block);
-    free(e->node_cap); free(e->node_used); free(e->scratch);
+    free(e->node_cap); free(e->node_used); free(e->node_shared); free(e->scratch);
+    free(e->scratch_shared); free(e->shared_hist);
     free(e->arrival); free(e->work); free(e->arrival_order);
     free(e->finish); free(e->version); free(e->stamp); free(e->active); free(e->heap);
     free(e);
@@ -176,7 +177,9 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
     size_t nn = (size_t)n_nodes, nj = (size_t)(n_jobs > 0 ? n_jobs : 1);
     e->node_cap = malloc(nn * sizeof(int32_t));
     e->node_used = calloc(nn, sizeof(int32_t));
+    e->node_shared = calloc(nn, sizeof(int32_t));
     e->scratch = calloc(nn, sizeof(int64_t));
+    e->scratch_shared = calloc(nn, sizeof(int64_t));
     e->arrival = malloc(nj * sizeof(double));
     e->work = malloc(nj * sizeof(double));
     e->arrival_order = malloc(nj * sizeof(int64_t));
@@ -184,14 +187,18 @@ int sk_engine_new(sk_engine **out, int32_t n_nodes, const int32_t *node_gpus,
     e->stamp = calloc(nj, sizeof(int64_t));
     e->version = calloc(nj, sizeof(int64_t));
     e->active = malloc(nj * sizeof(int64_t));
-    if (alloc_jobs(e, nj) < 0 || !e->node_cap || !e->node_used || !e->scratch || !e->arrival ||
+    if (alloc_jobs(e, nj) < 0 || !e->node_cap || !e->node_used || !e->node_shared || !e->scratch ||
+        !e->scratch_shared || !e->arrival ||
         !e->work || !e->arrival_order || !e->finish || !e->version || !e->stamp || !e->active)
         return ske_fail(e, SK_ENOMEM, "out of memory for %lld jobs", (long long)n_jobs);
     for (int32_t n = 0; n < n_nodes; n++) {
         if (node_gpus[n] < 0) return ske_fail(e, SK_EINVAL, "node %d has %d GPUs", n, node_gpus[n]);
         e->node_cap[n] = node_gpus[n];
         e->total_gpus += node_gpus[n];
+        if (node_gpus[n] + 1 > e->shared_stride) e->shared_stride = node_gpus[n] + 1;
     }
+    e->shared_hist = calloc(nn * (size_t)e->shared_stride, sizeof(int32_t));
+    if (!e->shared_hist) return ske_fail(e, SK_ENOMEM, "out of memory for %d nodes", n_nodes);
     for (int64_t j = 0; j < n_jobs; j++) {
         if (!isfinite(arrival[j]) || arrival[j] < start_time)
             return ske_fail(e, SK_EINVAL, "job %lld: arrival %g is not finite or before the start %g",
@@ -237,7 +244,7 @@ void ske_live(const sk_engine *e, int64_t j, double t, double *gpu_s, double *ru
     double gs = x->gpu_seconds, rs = x->run_seconds, rem = x->remaining;
     if (x->state == SK_JOB_RUNNING) {
         double dt = t - x->last_update;
-        gs += (double)x->ngpu * dt;
+        gs += (x->shared ? 0.5 * (double)x->ngpu : (double)x->ngpu) * dt;
         rs += dt;
         double begin = x->last_update > x->resume_at ? x->last_update : x->resume_at;
         if (t > begin) rem -= x->rate * (t - begin);
@@ -253,21 +260,50 @@ static void accrue(sk_engine *e, int64_t j, double t) {
     e->job[j].last_update = t;
 }
 
+/* GPUs node n's shared placements take: two a GPU, a job's own workers on distinct GPUs
+ * (a lone shared job keeps all its GPUs): max(largest placement, ceil(slots / 2)), the fewest
+ * GPUs that hold them (fill 2g positions of g GPUs cyclically, a job's run in a row). */
+static int32_t shared_gpus(const sk_engine *e, int32_t n) {
+    const int32_t *h = e->shared_hist + (size_t)n * (size_t)e->shared_stride;
+    int32_t top = e->shared_stride - 1;
+    while (top > 0 && h[top] == 0) top--;
+    int32_t half = (e->node_shared[n] + 1) / 2;
+    return top > half ? top : half;
+}
+
+/* Tally (sign +1) or untally (-1) a shared placement of count GPUs on node n. */
+static void shared_tally(sk_engine *e, int32_t n, int32_t count, int32_t sign) {
+    e->shared_hist[(size_t)n * (size_t)e->shared_stride + (size_t)count] += sign;
+    e->node_shared[n] += sign * count;
+}
+
+/* Node n's use changes by count GPUs of a placement (count < 0: released); shared: the
+ * placement's GPUs are space-shared (shared_gpus). */
+static void node_take(sk_engine *e, int32_t n, int32_t count, int shared) {
+    int32_t before = e->node_used[n], delta = count;
+    if (shared) {
+        int32_t old = shared_gpus(e, n);
+        shared_tally(e, n, count > 0 ? count : -count, count > 0 ? 1 : -1);
+        delta = shared_gpus(e, n) - old;
+    }
+    e->node_used[n] += delta;
+    e->used_gpus += delta;
+    e->held_halves += (int64_t)count * (shared ? 1 : 2);
+    if (e->pol && delta) skn_on_node_change(e, n, before);
+}
+
 static void release(sk_engine *e, int64_t j) {
     sk_job *x = &e->job[j];
     const int32_t *p = x->pl;
-    for (int32_t k = 0; k < x->pl_len; k++) {
-        e->node_used[p[2 * k]] -= p[2 * k + 1];
-        if (e->pol) skn_on_node_change(e, p[2 * k], e->node_used[p[2 * k]] + p[2 * k + 1]);
-        e->used_gpus -= p[2 * k + 1];
-    }
+    for (int32_t k = 0; k < x->pl_len; k++) node_take(e, p[2 * k], -p[2 * k + 1], x->shared);
     x->pl_len = 0;
     x->ngpu = 0;
+    x->shared = 0;
 }
 
 static void advance(sk_engine *e, double t) {
     if (t > e->now) {
-        e->busy_gpu_seconds += (double)e->used_gpus * (t - e->now);
+        e->busy_gpu_seconds += 0.5 * (double)e->held_halves * (t - e->now);
         e->now = t;
     }
 }
@@ -403,7 +439,7 @@ int sk_engine_step(sk_engine *e, sk_batch *b) {
 /* ---------------------------------------------------------------- apply */
 
 static int store_placement(sk_engine *e, int64_t j, const int32_t *nodes,
-                           const int32_t *counts, int64_t len) {
+                           const int32_t *counts, int64_t len, int shared) {
     sk_job *x = &e->job[j];
     if (len > x->pl_capacity) {
         int32_t *p = realloc(x->pl == x->pl_one ? NULL : x->pl, (size_t)len * 2 * sizeof(int32_t));
@@ -415,26 +451,29 @@ static int store_placement(sk_engine *e, int64_t j, const int32_t *nodes,
     for (int64_t k = 0; k < len; k++) {
         x->pl[2 * k] = nodes[k];
         x->pl[2 * k + 1] = counts[k];
-        e->node_used[nodes[k]] += counts[k];
-        if (e->pol) skn_on_node_change(e, nodes[k], e->node_used[nodes[k]] - counts[k]);
+        node_take(e, nodes[k], counts[k], shared);
         total += counts[k];
     }
     x->pl_len = (int32_t)len;
     x->ngpu = total;
-    e->used_gpus += total;
+    x->shared = (int8_t)(shared != 0);
     return SK_OK;
 }
 
 static int same_placement(const sk_engine *e, int64_t j, const int32_t *nodes,
-                          const int32_t *counts, int64_t len) {
-    if (e->job[j].pl_len != len) return 0;
+                          const int32_t *counts, int64_t len, int shared) {
+    if (e->job[j].pl_len != len || e->job[j].shared != (shared != 0)) return 0;
     for (int64_t k = 0; k < len; k++)
         if (e->job[j].pl[2 * k] != nodes[k] || e->job[j].pl[2 * k + 1] != counts[k]) return 0;
     return 1;
 }
 
+static int validate_capacity(sk_engine *e, int64_t n, const int64_t *ids, const int64_t *indptr,
+                             const int32_t *nodes, const int32_t *counts, const int8_t *shared);
+
 static int validate_apply(sk_engine *e, int64_t n, const int64_t *ids, const int64_t *indptr,
-                          const int32_t *nodes, const int32_t *counts, const double *rates) {
+                          const int32_t *nodes, const int32_t *counts, const double *rates,
+                          const int8_t *shared) {
     e->apply_count++;
     if (indptr[0] != 0) return ske_fail(e, SK_EINVAL, "indptr[0] must be 0");
     for (int64_t i = 0; i < n; i++) {
@@ -458,35 +497,74 @@ static int validate_apply(sk_engine *e, int64_t n, const int64_t *ids, const int
                             counts[k], nodes[k]);
             if (k > indptr[i] && nodes[k] <= nodes[k - 1])
                 return ske_fail(e, SK_EINVAL, "job %lld: nodes not strictly increasing", (long long)j);
+            if (counts[k] > e->node_cap[nodes[k]])      /* more than the node has, whatever else */
+                return ske_fail(e, SK_ECAPACITY, "node %d would hold %d GPUs of %d (job %lld at t=%.17g)",
+                                nodes[k], counts[k], e->node_cap[nodes[k]], (long long)j, e->now);
         }
         if (indptr[i + 1] > indptr[i] && !(rates[i] > 0.0 && isfinite(rates[i])))
             return ske_fail(e, SK_EINVAL, "job %lld: rate %g must be finite and > 0",
                         (long long)j, rates[i]);
     }
-    /* capacity: new use = used - old placements + new placements */
+    return validate_capacity(e, n, ids, indptr, nodes, counts, shared);
+}
+
+/* Remember node n's shared GPUs before an apply's tentative changes (once per node). */
+static void note_shared_before(sk_engine *e, int32_t n) {
+    if (e->scratch_shared[n] == 0) e->scratch_shared[n] = 1 + shared_gpus(e, n);
+}
+
+/* Tally (sign +1) or untally (-1) the old shared placements of the listed jobs and their new
+ * ones with the opposite sign: the shared tallies as they would be after the apply (+1), or
+ * back as they were (-1). */
+static void tally_apply(sk_engine *e, int64_t n, const int64_t *ids, const int64_t *indptr,
+                        const int32_t *nodes, const int32_t *counts, const int8_t *shared,
+                        int32_t sign) {
+    for (int64_t i = 0; i < n; i++) {
+        const sk_job *x = &e->job[ids[i]];
+        if (x->shared)
+            for (int32_t k = 0; k < x->pl_len; k++) shared_tally(e, x->pl[2 * k], x->pl[2 * k + 1], -sign);
+        if (shared && shared[i])
+            for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) shared_tally(e, nodes[k], counts[k], sign);
+    }
+}
+
+/* Capacity: a node's new use = used - old placements + new placements, exclusive GPUs
+ * (scratch) and shared ones (tallied tentatively, shared_gpus) apart. */
+static int validate_capacity(sk_engine *e, int64_t n, const int64_t *ids, const int64_t *indptr,
+                             const int32_t *nodes, const int32_t *counts, const int8_t *shared) {
     int64_t *delta = e->scratch;
     for (int64_t i = 0; i < n; i++) {
-        int64_t j = ids[i];
-        for (int32_t k = 0; k < e->job[j].pl_len; k++) delta[e->job[j].pl[2 * k]] -= e->job[j].pl[2 * k + 1];
-        for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) delta[nodes[k]] += counts[k];
+        const sk_job *x = &e->job[ids[i]];
+        for (int32_t k = 0; k < x->pl_len; k++) {
+            if (x->shared) note_shared_before(e, x->pl[2 * k]);
+            else delta[x->pl[2 * k]] -= x->pl[2 * k + 1];
+        }
+        for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) {
+            if (shared && shared[i]) note_shared_before(e, nodes[k]);
+            else delta[nodes[k]] += counts[k];
+        }
     }
+    tally_apply(e, n, ids, indptr, nodes, counts, shared, 1);
     int rc = SK_OK;
     for (int64_t i = 0; i < n && rc == SK_OK; i++) {
         for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) {
             int32_t node = nodes[k];
-            if ((int64_t)e->node_used[node] + delta[node] > e->node_cap[node]) {
+            int64_t before = e->scratch_shared[node] ? e->scratch_shared[node] - 1 : 0;
+            int64_t after = e->scratch_shared[node] ? shared_gpus(e, node) : 0;
+            int64_t use = e->node_used[node] + delta[node] - before + after;
+            if (use > e->node_cap[node]) {
                 rc = ske_fail(e, SK_ECAPACITY,
                           "node %d would hold %lld GPUs of %d (job %lld at t=%.17g)", node,
-                          (long long)(e->node_used[node] + delta[node]), e->node_cap[node],
-                          (long long)ids[i], e->now);
+                          (long long)use, e->node_cap[node], (long long)ids[i], e->now);
                 break;
             }
         }
     }
+    tally_apply(e, n, ids, indptr, nodes, counts, shared, -1);
     for (int64_t i = 0; i < n; i++) {
         int64_t j = ids[i];
-        for (int32_t k = 0; k < e->job[j].pl_len; k++) delta[e->job[j].pl[2 * k]] = 0;
-        for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) delta[nodes[k]] = 0;
+        for (int32_t k = 0; k < e->job[j].pl_len; k++) delta[e->job[j].pl[2 * k]] = e->scratch_shared[e->job[j].pl[2 * k]] = 0;
+        for (int64_t k = indptr[i]; k < indptr[i + 1]; k++) delta[nodes[k]] = e->scratch_shared[nodes[k]] = 0;
     }
     return rc;
 }
@@ -528,12 +606,13 @@ int ske_push_deferred(sk_engine *e, int64_t j) {
 
 /* Phase 1 of apply: release the GPUs of running jobs whose placement changes. */
 static void release_changed(sk_engine *e, int64_t n, const int64_t *ids, const int64_t *indptr,
-                            const int32_t *nodes, const int32_t *counts) {
+                            const int32_t *nodes, const int32_t *counts, const int8_t *shared) {
     for (int64_t i = 0; i < n; i++) {
         int64_t j = ids[i];
         int64_t len = indptr[i + 1] - indptr[i];
         if (e->job[j].state != SK_JOB_RUNNING) continue;
-        if (len > 0 && same_placement(e, j, nodes + indptr[i], counts + indptr[i], len)) continue;
+        if (len > 0 && same_placement(e, j, nodes + indptr[i], counts + indptr[i], len,
+                                      shared && shared[i])) continue;
         accrue(e, j, e->now);
         release(e, j);
         e->job[j].moved = 1;
@@ -554,7 +633,7 @@ static void wait_again(sk_engine *e, int64_t j) {
 
 /* Job j, queued or released (moved), starts on its new placement (len > 0) at rate. */
 static int start_on(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t *counts,
-                    int64_t len, double rate, double defer_after) {
+                    int64_t len, double rate, double defer_after, int shared) {
     sk_job *x = &e->job[j];
     accrue(e, j, e->now);
     int fresh = x->state == SK_JOB_QUEUED;      /* a waiting job has no live event */
@@ -570,14 +649,14 @@ static int start_on(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t
         x->restarts++;
         x->resume_at = e->now + x->restart_delay;
     }
-    int rc = store_placement(e, j, nodes, counts, len);
+    int rc = store_placement(e, j, nodes, counts, len, shared);
     if (rc < 0) return rc;
     return push_completion(e, j, rate, defer_after, fresh);
 }
 
 /* Phase 2 of apply: give job j its new placement (len may be 0: preempt). */
 static int take_new(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t *counts,
-                    int64_t len, double rate) {
+                    int64_t len, double rate, int shared) {
     int moved = e->job[j].moved;
     e->job[j].moved = 0;
     accrue(e, j, e->now);
@@ -593,7 +672,7 @@ static int take_new(sk_engine *e, int64_t j, const int32_t *nodes, const int32_t
     }
     if (e->job[j].state == SK_JOB_RUNNING && !moved)   /* same placement, new rate */
         return push_completion(e, j, rate, INFINITY, 0);
-    return start_on(e, j, nodes, counts, len, rate, INFINITY);
+    return start_on(e, j, nodes, counts, len, rate, INFINITY, shared);
 }
 
 /* A plan built by the native policy (sk_native.c), applied as built: no validation (its
@@ -612,7 +691,7 @@ int ske_apply_plan(sk_engine *e, const ske_plan *plan) {
     for (int64_t k = 0; k < plan->n_place; k++) {
         int64_t lo = plan->place_ptr[k];
         int rc = start_on(e, plan->place[k], plan->nodes + lo, plan->counts + lo,
-                          plan->place_ptr[k + 1] - lo, plan->rates[k], plan->defer_after);
+                          plan->place_ptr[k + 1] - lo, plan->rates[k], plan->defer_after, 0);
         if (rc < 0) return rc;
     }
     return SK_OK;
@@ -621,16 +700,22 @@ int ske_apply_plan(sk_engine *e, const ske_plan *plan) {
 int sk_engine_apply(sk_engine *e, int64_t n, const int64_t *job_ids,
                     const int64_t *indptr, const int32_t *nodes,
                     const int32_t *counts, const double *rates) {
+    return sk_engine_apply_shared(e, n, job_ids, indptr, nodes, counts, rates, NULL);
+}
+
+int sk_engine_apply_shared(sk_engine *e, int64_t n, const int64_t *job_ids,
+                           const int64_t *indptr, const int32_t *nodes,
+                           const int32_t *counts, const double *rates, const int8_t *shared) {
     if (!e || n < 0) return SK_EINVAL;
     if (n == 0) return SK_OK;
     if (!job_ids || !indptr || !rates || (indptr[n] > 0 && (!nodes || !counts)))
         return ske_fail(e, SK_EINVAL, "apply: missing arrays");
-    int rc = validate_apply(e, n, job_ids, indptr, nodes, counts, rates);
+    int rc = validate_apply(e, n, job_ids, indptr, nodes, counts, rates, shared);
     if (rc < 0) return rc;
-    release_changed(e, n, job_ids, indptr, nodes, counts);
+    release_changed(e, n, job_ids, indptr, nodes, counts, shared);
     for (int64_t i = 0; i < n; i++) {
         rc = take_new(e, job_ids[i], nodes + indptr[i], counts + indptr[i],
-                      indptr[i + 1] - indptr[i], rates[i]);
+                      indptr[i + 1] - indptr[i], rates[i], shared && shared[i]);
         if (rc < 0) return rc;
     }
     return SK_OK;

@@ -98,6 +98,16 @@ int sk_engine_apply(sk_engine *e, int64_t n, const int64_t *job_ids,
                     const int64_t *indptr, const int32_t *nodes,
                     const int32_t *counts, const double *rates);
 
+/* sk_engine_apply with space sharing: shared[i] != 0 places job_ids[i] on space-shared GPUs
+ * (Gavel's packing, Gandiva): a node holds its exclusive GPUs plus ceil(shared slots / 2),
+ * two shared placements a GPU.  A shared job holds half of each of its GPUs (its GPU-seconds
+ * accrue at half its GPU count); its rate is the caller's (the co-located rate).  Turning a
+ * running job's sharing on or off changes its placement (a restart).  shared may be NULL
+ * (none shared: sk_engine_apply). */
+int sk_engine_apply_shared(sk_engine *e, int64_t n, const int64_t *job_ids,
+                           const int64_t *indptr, const int32_t *nodes,
+                           const int32_t *counts, const double *rates, const int8_t *shared);
+
 /* Ask for a decision point at time t (> now). */
 int sk_engine_set_timer(sk_engine *e, double t);
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .errors import ConfigError
 from .placement import CONSOLIDATED, place_one, placement_summary
 from .state import Plan, SchedState
 
@@ -114,6 +115,9 @@ def _rates(state: SchedState, jobs, indptr, nodes, counts) -> np.ndarray:
 
 def defragment_plan(state: SchedState, plan: Plan, min_gain: float = DEFRAG_MIN_GAIN) -> Plan:
     """``plan`` with spread jobs moved onto fewer nodes where that pays (module docstring)."""
+    if plan.shared is not None and np.any(plan.shared):
+        raise ConfigError("defragmenting does not move space-shared placements (Plan.shared): "
+                          "their partners would be split")
     c = state.cluster
     indptr = np.ascontiguousarray(plan.indptr, np.int64)
     nodes = np.ascontiguousarray(plan.nodes, np.int32)

@@ -202,15 +202,19 @@ class _Kernel:
                           oracle=oracle, type_choice=type_choice, type_seed=type_seed,
                           first_start_delay=first_start_delay)
 
-    def apply(self, ids, indptr, nodes, counts, rates) -> None:
+    def apply(self, ids, indptr, nodes, counts, rates, shared=None) -> None:
+        """``shared``: bool per listed job, space-shared GPUs (Plan.shared); None: none."""
         ids, indptr = np.ascontiguousarray(ids, np.int64), np.ascontiguousarray(indptr, np.int64)
         nodes, counts = np.ascontiguousarray(nodes, np.int32), np.ascontiguousarray(counts, np.int32)
         rates = np.ascontiguousarray(rates, float)
-        self._check(lib.sk_engine_apply(self.ptr, len(ids), ffi.from_buffer("int64_t[]", ids),
-                                        ffi.from_buffer("int64_t[]", indptr),
-                                        ffi.from_buffer("int32_t[]", nodes),
-                                        ffi.from_buffer("int32_t[]", counts),
-                                        ffi.from_buffer("double[]", rates)), "sk_engine_apply")
+        flags = ffi.NULL if shared is None else ffi.from_buffer(
+            "int8_t[]", np.ascontiguousarray(shared, np.int8))
+        self._check(lib.sk_engine_apply_shared(self.ptr, len(ids), ffi.from_buffer("int64_t[]", ids),
+                                               ffi.from_buffer("int64_t[]", indptr),
+                                               ffi.from_buffer("int32_t[]", nodes),
+                                               ffi.from_buffer("int32_t[]", counts),
+                                               ffi.from_buffer("double[]", rates), flags),
+                    "sk_engine_apply")
 
     def used_gpus(self) -> int:
         v = self._counters
@@ -385,6 +389,7 @@ class _Run:
         n = len(jobs)
         self.used_types = np.zeros(n, np.int64)
         self.scale_applied = np.ones(n)
+        self.shared_applied = np.zeros(n, np.bool_)    # Plan.shared of each job's placement
         self.timeline = Timeline()
         self.latencies: list[float] = []
         self.idle_while_waiting: list[int] = []
@@ -501,7 +506,7 @@ class _Run:
         self.times["policy_s"] += t_done - t_call
         self.times["oracle_s"] += _apply_plan(k, state, plan, self.rates_from, self.cluster,
                                               self.used_types, self.scale_applied, self.policy.name,
-                                              self.rate_model, self.truth)
+                                              self.rate_model, self.truth, self.shared_applied)
         return plan.wakeup
 
     def _place_lone_arrival(self) -> bool:
@@ -522,7 +527,7 @@ class _Run:
         plan = Plan(np.array([0, nodes.shape[0]], np.int64), nodes, counts)
         self.times["oracle_s"] += _apply_plan(k, state, plan, self.rates_from, c, self.used_types,
                                               self.scale_applied, self.policy.name, self.rate_model,
-                                              self.truth)
+                                              self.truth, self.shared_applied)
         self.engine_placed += 1
         return True
 
@@ -592,10 +597,11 @@ class _Run:
 
 def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster: Cluster,
                 used_types: np.ndarray, scale_applied: np.ndarray, policy_name: str,
-                rate_model=None, truth=None) -> float:
+                rate_model=None, truth=None, shared_applied: np.ndarray | None = None) -> float:
     """Apply a plan's changes; returns the seconds spent in the throughput oracle (or in the
     policy's rate model, sim.state.RateModel, when it has one).  ``truth``: hidden per-server
-    factors that multiply the rates (see :func:`run_jobs`)."""
+    factors that multiply the rates (see :func:`run_jobs`).  ``shared_applied``: per job, the
+    Plan.shared flag its placement holds (updated here; required when the plan shares)."""
     oracle_s = 0.0
     k = len(state.active)
     if plan.indptr.shape != (k + 1,):
@@ -603,6 +609,9 @@ def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster:
                        f"expected {k}")
     scale = _rate_scale(plan, k, policy_name)
     force = np.zeros(k, np.bool_) if scale is None else scale != scale_applied[state.active]
+    shared = _shared(plan, state.active, policy_name, shared_applied)
+    if shared is not None:
+        force |= shared != shared_applied[state.active]
     idx, sub_indptr, sub_nodes, sub_counts, ngpu, n_nodes, mask, min_speed = plan_changes(
         state.pl_indptr, state.pl_nodes, state.pl_counts,
         np.ascontiguousarray(plan.indptr, np.int64), np.ascontiguousarray(plan.nodes, np.int32),
@@ -623,7 +632,11 @@ def _apply_plan(kernel: _Kernel, state: SchedState, plan: Plan, oracle, cluster:
         rates = rates * applied
         scale_applied[ids] = applied
         used_types[ids] |= mask
-        kernel.apply(ids, sub_indptr, sub_nodes, sub_counts, rates)
+        flags = None
+        if shared is not None:
+            flags = shared[idx] & on
+            shared_applied[ids] = flags
+        kernel.apply(ids, sub_indptr, sub_nodes, sub_counts, rates, flags)
     if plan.wakeup is not None and plan.wakeup > state.now:
         kernel.set_timer(plan.wakeup)
     return oracle_s
@@ -664,6 +677,22 @@ def _rate_scale(plan: Plan, k: int, policy_name: str) -> np.ndarray | None:
     if not (np.all(scale > 0) and np.all(np.isfinite(scale))):
         raise SimError(f"policy {policy_name}: rate_scale must be finite and > 0")
     return scale
+
+
+def _shared(plan: Plan, active: np.ndarray, policy_name: str, shared_applied) -> np.ndarray | None:
+    """The plan's sharing flags, or None when neither the plan nor any active job shares."""
+    k = active.shape[0]
+    if plan.shared is None:
+        if shared_applied is None or not shared_applied[active].any():
+            return None
+        return np.zeros(k, np.bool_)            # no sharing: those that shared stop
+    shared = np.asarray(plan.shared)
+    if shared.shape != (k,) or shared.dtype != np.bool_:
+        raise SimError(f"policy {policy_name}: shared must be a bool array of shape ({k},), "
+                       f"got {shared.dtype} {shared.shape}")
+    if shared_applied is None:
+        raise SimError(f"policy {policy_name}: this engine path does not take shared placements")
+    return shared
 
 
 def _zero_rate_error(rates, on, ids, mask, cluster: Cluster, policy_name: str, now: float):

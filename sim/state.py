@@ -125,6 +125,14 @@ class Plan:
     ``sampling`` (optional, float64 ``[n_active, K]``): per job, the share of its samples
     drawn from each worker's data partition (rows sum to 1 over the job's GPUs); the
     learning simulator turns it into progress (sim.learning.world).  None: uniform.
+
+    ``shared`` (optional, bool aligned with ``active``): space sharing (Gavel's packing,
+    Gandiva).  A shared job's GPUs hold two shared placements each: a server then has its
+    exclusive GPUs plus ceil(shared GPU slots / 2) taken, and a shared job is charged half of
+    each GPU it sits on (its GPU-seconds).  Who shares with whom, and at what rate, is the
+    policy's: the engine rates a shared job as any other (the oracle's rate of its
+    placement) times ``rate_scale``, where the policy puts the co-located slowdown.  Turning
+    a running job's sharing on or off is a placement change (a restart).  None: no sharing.
     """
 
     indptr: np.ndarray
@@ -133,6 +141,7 @@ class Plan:
     wakeup: float | None = None
     rate_scale: np.ndarray | None = None
     sampling: np.ndarray | None = None
+    shared: np.ndarray | None = None
 
 
 @runtime_checkable

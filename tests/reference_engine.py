@@ -37,6 +37,7 @@ class RefJob:
         self.restarts = 0
         self.version = 0
         self.scale = 1.0
+        self.shared = False         # Plan.shared: two shared placements a GPU, half charged
 
     @property
     def ngpu(self):
@@ -47,7 +48,7 @@ class RefJob:
         gpu_s, run_s, remaining = self.gpu_seconds, self.run_seconds, self.remaining
         if self.state == "running":
             dt = t - self.last_update
-            gpu_s += float(self.ngpu) * dt
+            gpu_s += (0.5 if self.shared else 1.0) * float(self.ngpu) * dt
             run_s += dt
             begin = max(self.last_update, self.resume_at)
             if t > begin:
@@ -75,7 +76,7 @@ def reference_run(cluster, jobs, policy, oracle, round_s, type_choice="first-fit
     js = [RefJob(float(jobs.arrival[i]), float(jobs.work[i]), float(jobs.restart_delay[i]))
           for i in range(n)]
     cap = [int(g) for g in cluster.node_gpus]
-    used = [0] * len(cap)
+    used = Usage(len(cap))
     heap: list = []
     seq = [0]
 
@@ -135,9 +136,7 @@ def reference_run(cluster, jobs, policy, oracle, round_s, type_choice="first-fit
                 job.remaining = 0.0
                 job.finish = now
                 job.state = "done"
-                for node, c in job.placement:
-                    used[node] -= c
-                job.placement = []
+                used.release(job)
                 job.rate = 0.0
                 job.version += 1
                 done += 1
@@ -204,7 +203,7 @@ def _state(now, reasons, cluster, jobs, js, cap, used, view="all", oracle=None,
                                for i in active]),
         pl_indptr=np.array(indptr, np.int64), pl_nodes=np.array(nodes, np.int32),
         pl_counts=np.array(counts, np.int32),
-        node_free=np.array([c - u for c, u in zip(cap, used)], np.int32), oracle=oracle,
+        node_free=np.array([c - used.gpus(x) for x, c in enumerate(cap)], np.int32), oracle=oracle,
         type_choice=type_choice, type_seed=type_seed, first_start_delay=first_start_delay)
 
 
@@ -243,6 +242,33 @@ def _network_rate(rate, oracle, model, placement, cluster):
     return k / (tau + min(ring, COMM_SHARE_CAP * tau) * (base / link - 1.0))
 
 
+class Usage:
+    """Per node: exclusive GPUs held, and the GPU counts of the shared placements on it (two
+    a GPU, a job's own workers on distinct GPUs)."""
+
+    def __init__(self, n):
+        self.exclusive = [0] * n
+        self.shared: list[list[int]] = [[] for _ in range(n)]
+
+    def gpus(self, node):
+        held = self.shared[node]
+        return self.exclusive[node] + (max(max(held), (sum(held) + 1) // 2) if held else 0)
+
+    def take(self, job, sign=1):
+        for node, c in job.placement:
+            if not job.shared:
+                self.exclusive[node] += sign * c
+            elif sign > 0:
+                self.shared[node].append(c)
+            else:
+                self.shared[node].remove(c)
+
+    def release(self, job):
+        self.take(job, -1)
+        job.placement = []
+        job.shared = False
+
+
 def _apply(now, state, plan, js, used, cap, oracle, cluster, push, rate_model=None, first_start_delay=False):
     changes = []
     scales = {}
@@ -250,8 +276,9 @@ def _apply(now, state, plan, js, used, cap, oracle, cluster, push, rate_model=No
         new = [(int(plan.nodes[k]), int(plan.counts[k]))
                for k in range(plan.indptr[a], plan.indptr[a + 1])]
         scale = 1.0 if plan.rate_scale is None else float(plan.rate_scale[a])
-        if new != js[i].placement:
-            changes.append((int(i), new))
+        shared = bool(new) and plan.shared is not None and bool(plan.shared[a])
+        if new != js[i].placement or (new and shared != js[i].shared):
+            changes.append((int(i), new, shared))
             scales[int(i)] = scale
         elif new and plan.rate_scale is not None and scale != js[i].scale:
             # same placement, new rate: no restart
@@ -262,14 +289,12 @@ def _apply(now, state, plan, js, used, cap, oracle, cluster, push, rate_model=No
             job.version += 1
             push(max(job.resume_at, now) + max(job.remaining, 0.0) / job.rate, EV_COMPLETION, i,
                  job.version)
-    for i, new in changes:                      # release first
+    for i, new, _ in changes:                   # release first
         job = js[i]
         job.accrue(now)
-        for node, c in job.placement:
-            used[node] -= c
+        used.release(job)
         job.moved = job.state == "running"
-        job.placement = []
-    for i, new in changes:
+    for i, new, shared in changes:
         job = js[i]
         if not new:
             if job.moved:
@@ -278,10 +303,9 @@ def _apply(now, state, plan, js, used, cap, oracle, cluster, push, rate_model=No
             job.rate = 0.0
             job.version += 1
             continue
-        for node, c in new:
-            used[node] += c
-            assert used[node] <= cap[node], "over-allocation"
-        job.placement = new
+        job.placement, job.shared = new, shared
+        used.take(job)
+        assert all(used.gpus(node) <= cap[node] for node, _ in new), "over-allocation"
         if job.state == "queued":
             job.state = "running"
         if math.isnan(job.first_start):

@@ -204,12 +204,106 @@ static void test_versions_retire_events(void) {
     sk_engine_free(e);
 }
 
+/* Four jobs of the given work arriving at 0 on one 2-GPU node, no restart delays, stepped to
+ * their arrival; b's arrays are arrived and completed (4 entries each). */
+static sk_engine *four_jobs_on_two_gpus(const double *work, sk_batch *b, int64_t *arrived,
+                                        int64_t *completed) {
+    int32_t gpus[1] = {2};
+    double arrival[4] = {0.0, 0.0, 0.0, 0.0}, delay[4] = {0.0, 0.0, 0.0, 0.0};
+    sk_engine *e = NULL;
+    CHECK(sk_engine_new(&e, 1, gpus, 4, arrival, work, delay, NULL, 0.0, 0.0,
+                        SK_WHY_ARRIVAL | SK_WHY_COMPLETION) == SK_OK);
+    b->arrived = arrived;
+    b->completed = completed;
+    CHECK(sk_engine_step(e, b) == SK_DECISION && b->n_arrived == 4);
+    return e;
+}
+
+/* Space sharing (sk_engine_apply_shared): two shared placements a GPU, half GPU-seconds each,
+ * a lone shared job still blocks its GPU, flag changes are restarts. */
+static void test_shared_gpus(void) {
+    double work[4] = {10.0, 4.0, 6.0, 100.0};
+    int64_t arrived[4], completed[4];
+    sk_batch b = {0};
+    sk_engine *e = four_jobs_on_two_gpus(work, &b, arrived, completed);
+    int64_t ids[3] = {0, 1, 2}, indptr[4] = {0, 1, 2, 3};
+    int32_t nodes[3] = {0, 0, 0}, counts[3] = {1, 1, 1};
+    double rates[3] = {1.0, 2.0, 1.0};
+    int8_t shared[3] = {1, 1, 0};
+    CHECK(sk_engine_apply_shared(e, 3, ids, indptr, nodes, counts, rates, shared) == SK_OK);
+    int32_t free_gpus[1];
+    int64_t used, nq, nr, nd;
+    double next, busy;
+    CHECK(sk_engine_node_free(e, free_gpus) == SK_OK && free_gpus[0] == 0);
+    CHECK(sk_engine_counters(e, &used, &nq, &nr, &nd, &next, &busy) == SK_OK && used == 2);
+    int64_t id3[1] = {3}, ip1[2] = {0, 1};
+    int8_t yes[1] = {1}, no[1] = {0};
+    /* full: neither an exclusive nor a third shared placement fits */
+    CHECK(sk_engine_apply_shared(e, 1, id3, ip1, nodes, counts, rates, no) == SK_ECAPACITY);
+    CHECK(sk_engine_apply_shared(e, 1, id3, ip1, nodes, counts, rates, yes) == SK_ECAPACITY);
+    /* job 1 (4 at rate 2) ends at 2; job 0 alone still blocks the shared GPU */
+    CHECK(sk_engine_step(e, &b) == SK_DECISION && b.now == 2.0 && completed[0] == 1);
+    CHECK(sk_engine_node_free(e, free_gpus) == SK_OK && free_gpus[0] == 0);
+    CHECK(sk_engine_apply_shared(e, 1, id3, ip1, nodes, counts, rates, no) == SK_ECAPACITY);
+    CHECK(sk_engine_apply_shared(e, 1, id3, ip1, nodes, counts, rates, yes) == SK_OK);
+    CHECK(sk_engine_step(e, &b) == SK_DECISION && b.now == 6.0 && completed[0] == 2);
+    CHECK(sk_engine_step(e, &b) == SK_DECISION && b.now == 10.0 && completed[0] == 0);
+    /* job 3 turns exclusive on the same GPU: a restart (no delay here) */
+    CHECK(sk_engine_apply_shared(e, 1, id3, ip1, nodes, counts, rates, no) == SK_OK);
+    CHECK(sk_engine_counters(e, &used, &nq, &nr, &nd, &next, &busy) == SK_OK && used == 1);
+    CHECK(sk_engine_step(e, &b) == SK_DONE && b.now == 102.0);
+    double fs[4], fin[4], gs[4], rs[4];
+    int64_t restarts[4];
+    int32_t st[4];
+    sk_results r = {fs, fin, gs, rs, restarts, st};
+    CHECK(sk_engine_results(e, &r) == SK_OK);
+    CHECK(gs[0] == 5.0 && gs[1] == 1.0 && gs[2] == 6.0 && gs[3] == 4.0 + 92.0);
+    CHECK(restarts[3] == 1 && restarts[0] == 0);
+    CHECK(sk_engine_counters(e, &used, &nq, &nr, &nd, &next, &busy) == SK_OK);
+    CHECK(used == 0 && busy == 5.0 + 1.0 + 6.0 + 96.0);
+    sk_engine_free(e);
+}
+
+/* A node's shared GPUs: max(largest shared placement, ceil(slots / 2)). */
+static void test_shared_placement_sizes(void) {
+    double work[4] = {10.0, 10.0, 10.0, 10.0};
+    int64_t arrived[4], completed[4];
+    sk_batch b = {0};
+    sk_engine *e = four_jobs_on_two_gpus(work, &b, arrived, completed);
+    int64_t ids[3] = {0, 1, 2}, indptr[4] = {0, 1, 2, 3};
+    int32_t nodes[3] = {0, 0, 0}, counts[3] = {2, 1, 1};
+    double rates[3] = {1.0, 1.0, 1.0};
+    int8_t shared[3] = {1, 1, 1};
+    int32_t free_gpus[1];
+    /* a lone 2-GPU shared job keeps both GPUs: nothing exclusive fits beside it */
+    CHECK(sk_engine_apply_shared(e, 1, ids, indptr, nodes, counts, rates, shared) == SK_OK);
+    CHECK(sk_engine_node_free(e, free_gpus) == SK_OK && free_gpus[0] == 0);
+    int64_t id3[1] = {3}, ip1[2] = {0, 1};
+    int32_t one[1] = {1};
+    int8_t no[1] = {0};
+    CHECK(sk_engine_apply_shared(e, 1, id3, ip1, nodes, one, rates, no) == SK_ECAPACITY);
+    /* two 1-GPU shared jobs fill its other halves; a fourth shared slot does not fit */
+    CHECK(sk_engine_apply_shared(e, 3, ids, indptr, nodes, counts, rates, shared) == SK_OK);
+    CHECK(sk_engine_node_free(e, free_gpus) == SK_OK && free_gpus[0] == 0);
+    int8_t yes[1] = {1};
+    CHECK(sk_engine_apply_shared(e, 1, id3, ip1, nodes, one, rates, yes) == SK_ECAPACITY);
+    /* the failed applies left the tallies intact: preempting job 0 leaves the two 1-GPU
+     * shared jobs on one GPU, and the other is free */
+    int64_t ip0[2] = {0, 0};
+    CHECK(sk_engine_apply_shared(e, 1, ids, ip0, nodes, counts, rates, shared) == SK_OK);
+    CHECK(sk_engine_node_free(e, free_gpus) == SK_OK && free_gpus[0] == 1);
+    CHECK(sk_engine_apply_shared(e, 1, id3, ip1, nodes, one, rates, no) == SK_OK);
+    sk_engine_free(e);
+}
+
 int main(void) {
     test_two_jobs_one_node();
     test_errors();
     test_rounds_and_timers();
     test_deferred_completion();
     test_versions_retire_events();
+    test_shared_gpus();
+    test_shared_placement_sizes();
     sk_engine_free(NULL);
     if (failures) {
         fprintf(stderr, "%d failed\n", failures);
