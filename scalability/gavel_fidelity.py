@@ -28,6 +28,7 @@ GAVEL_NAMES = {  # ours -> Gavel's policy name in its utils.get_policy
     "gavel-finish-time-fairness-perf": "finish_time_fairness_perf",
     "gavel-min-total-duration-perf": "min_total_duration_perf",
     "gavel-max-sum-throughput-perf": "max_sum_throughput_perf", "gavel-isolated": "isolated",
+    "gavel-gandiva": "gandiva",
 }
 
 

@@ -42,6 +42,19 @@ class LinearOracle:
     def reference_rate(self, model_idx, ngpu):
         return np.asarray(ngpu, float) * np.where(np.asarray(model_idx) == 1, 0.5, 1.0)
 
+    def pair_rates(self, model_a, model_b, ngpu, cluster_types):
+        """Co-location (space sharing): the first job of a pair keeps 70% of its consolidated
+        rate, the second 50%; [n, types, 2]."""
+        a, b, k = np.broadcast_arrays(np.asarray(model_a), np.asarray(model_b), np.asarray(ngpu))
+        a, b, k = a.ravel(), b.ravel(), k.ravel()
+        out = np.empty((a.size, len(cluster_types), 2))
+        for t, name in enumerate(cluster_types):
+            one = np.full(a.size, 1 << t)
+            for m, (model, share) in enumerate(((a, 0.7), (b, 0.5))):
+                out[:, t, m] = share * self.rates(model, k, np.ones(a.size), one, np.ones(a.size),
+                                                  cluster_types)
+        return out
+
     def restart_delay_s(self, model):
         return 10.0
 

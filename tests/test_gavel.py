@@ -278,9 +278,9 @@ def test_every_gavel_policy_runs_on_gavel_108(gavel_run, name):
     assert np.all(np.isfinite(res.finish)) and summary(res)["avg_jct_s"] > 0
 
 
-def test_all_nine_gavel_names_registered():
+def test_all_ten_gavel_names_registered():
     assert GAVEL == sorted([
-        "gavel-fifo", "gavel-fifo-perf", "gavel-finish-time-fairness",
+        "gavel-fifo", "gavel-fifo-perf", "gavel-finish-time-fairness", "gavel-gandiva",
         "gavel-finish-time-fairness-perf", "gavel-isolated", "gavel-max-min-fairness",
         "gavel-max-min-fairness-perf", "gavel-max-sum-throughput-perf",
         "gavel-min-total-duration-perf"])

@@ -49,7 +49,7 @@ turns it into placements round by round, as Gavel's simulator does:
   types and never runs where its throughput is 0.  (``placement`` is accepted, as by every
   policy, but Gavel's walk decides the servers whatever its value.)
 
-Left out (docs/gavel.md): space sharing (packing), the EMA of measured throughputs (Gavel
+Left out (docs/gavel.md): space sharing (packing: sim.policies.gavel_packing), the EMA of measured throughputs (Gavel
 applies it only on a physical cluster; its simulator reads the oracle), and the physical
 mode's mid-round recomputation.
 
@@ -69,15 +69,13 @@ from .base import Policy
 from .gavel_kernels import credit_finished, credit_running, round_plan
 from .gavel_lp import check_solver
 
-class GavelRounds(Policy):
-    """Gavel's round mechanism around an allocation; subclasses define :meth:`allocation`."""
+class RoundClock(Policy):
+    """What Gavel's round mechanisms share (over jobs here, over job combinations in
+    sim.policies.gavel_packing): parameters, per-run memory, and the round boundary -- a
+    decision inside a round keeps every placement."""
 
     triggers: ClassVar[int] = ARRIVAL | COMPLETION
     preemptive = True
-    #: walk GPU types in a seeded random order each round (Gavel: policies without "Perf")
-    shuffle_types: ClassVar[bool] = False
-    #: skip jobs whose priority is 0 (Gavel does so for FIFO only)
-    skip_zero_priority: ClassVar[bool] = False
     #: a job runs on one GPU type only, so it may not ask for more GPUs than a type has
     single_type_jobs: ClassVar[bool] = True
 
@@ -90,47 +88,11 @@ class GavelRounds(Policy):
         self.solver = check_solver(solver)
         self._reset(None)
 
-    def allocation(self, state: SchedState, thr: np.ndarray) -> np.ndarray:
-        """X [n_active, n_types] for the jobs of ``state`` (``thr``: state.type_throughputs)."""
-        raise NotImplementedError
-
     def params(self) -> dict:
         return {**super().params(), "time_per_round_s": self.time_per_round_s,
                 "reset_interval_s": self.reset_interval_s, "seed": self.seed,
                 "solver": self.solver}
 
-    # -- per-run memory -------------------------------------------------------------
-    def _reset(self, state: SchedState | None) -> None:
-        n = 0 if state is None else len(state.jobs)
-        m = 0 if state is None else len(state.cluster.gpu_types)
-        self._jobs = None if state is None else state.jobs
-        self._now = -np.inf
-        self.member = np.zeros(n, bool)          # in the job set (seen, not finished)
-        self.time_so_far = np.zeros((n, m))      # Gavel's _job_time_so_far
-        self.deficit = np.zeros((n, m))
-        self.alloc = np.zeros((n, m))
-        self.in_alloc = np.zeros(n, bool)
-        self.ran_on = np.full(n, -1, np.int64)   # type dispatched on this round, -1 none
-        self.worker_time = np.zeros(m)           # Gavel's _worker_time_so_far
-        self.last_reset = 0.0
-        self.need_update = False
-        self.round_end: float | None = None
-        self.credit = np.zeros(n)                # per job dispatched: seconds at the round's end
-        self.credit_start = 0.0                  # Gavel's current_round_start_time
-        self.last_round_end: float | None = None  # Gavel's current_round_end_time
-        self.to_finish = np.zeros(n, bool)       # dispatched to finish within the round
-        self.overran = np.zeros(n, bool)         # did not: whole rounds from now on
-        self._shuffler = random.Random(self.seed + 5)
-        self.rounds = 0
-        self.resets = 0
-        self.lease_extensions = 0
-        self._thr_cache = ThroughputCache()
-        self._reset_run(state)
-
-    def _reset_run(self, state: SchedState | None) -> None:
-        """Subclass hook: per-run memory of the allocation policy."""
-
-    # -- entry point -------------------------------------------------------------------
     def schedule(self, state: SchedState) -> Plan:
         if self._jobs is not state.jobs or state.now < self._now:
             self._reset(state)
@@ -139,8 +101,69 @@ class GavelRounds(Policy):
         boundary = (self.round_end is None or now >= self.round_end * (1 - 1e-12)
                     or not state.running.any())
         if not boundary:
-            return Plan(state.pl_indptr, state.pl_nodes, state.pl_counts)
+            return self._hold(state)
         return self._round(state)
+
+    def _hold(self, state: SchedState) -> Plan:
+        """Inside a round: every placement stays."""
+        return Plan(state.pl_indptr, state.pl_nodes, state.pl_counts)
+
+    def _reset(self, state: SchedState | None) -> None:
+        """Forget the last run: the clock's memory here, the mechanism's in _reset_memory, the
+        allocation policy's in _reset_run."""
+        n = 0 if state is None else len(state.jobs)
+        m = 0 if state is None else len(state.cluster.gpu_types)
+        self._jobs = None if state is None else state.jobs
+        self._now = -np.inf
+        self.worker_time = np.zeros(m)           # Gavel's _worker_time_so_far
+        self.last_reset = 0.0
+        self.need_update = False
+        self.round_end: float | None = None
+        self.credit_start = 0.0                  # Gavel's current_round_start_time
+        self.last_round_end: float | None = None  # Gavel's current_round_end_time
+        self.to_finish = np.zeros(n, bool)       # dispatched to finish within the round
+        self.overran = np.zeros(n, bool)         # did not: whole rounds from now on
+        self.rounds = self.resets = self.lease_extensions = 0
+        self._thr_cache = ThroughputCache()
+        self._reset_memory(n, m)
+        self._reset_run(state)
+
+    def _reset_memory(self, n: int, m: int) -> None:
+        """Per-run memory of the mechanism (n jobs, m GPU types)."""
+
+    def _reset_run(self, state: SchedState | None) -> None:
+        """Subclass hook: per-run memory of the allocation policy."""
+
+    def _credit_finished(self, state: SchedState) -> None:
+        raise NotImplementedError
+
+    def _round(self, state: SchedState) -> Plan:
+        raise NotImplementedError
+
+
+class GavelRounds(RoundClock):
+    """Gavel's round mechanism around an allocation; subclasses define :meth:`allocation`."""
+
+    #: walk GPU types in a seeded random order each round (Gavel: policies without "Perf")
+    shuffle_types: ClassVar[bool] = False
+    #: skip jobs whose priority is 0 (Gavel does so for FIFO only)
+    skip_zero_priority: ClassVar[bool] = False
+
+    def allocation(self, state: SchedState, thr: np.ndarray) -> np.ndarray:
+        """X [n_active, n_types] for the jobs of ``state`` (``thr``: state.type_throughputs)."""
+        raise NotImplementedError
+
+    # -- per-run memory -------------------------------------------------------------
+    def _reset_memory(self, n: int, m: int) -> None:
+        self.member = np.zeros(n, bool)          # in the job set (seen, not finished)
+        self.time_so_far = np.zeros((n, m))      # Gavel's _job_time_so_far
+        self.deficit = np.zeros((n, m))
+        self.alloc = np.zeros((n, m))
+        self.in_alloc = np.zeros(n, bool)
+        self.ran_on = np.full(n, -1, np.int64)   # type dispatched on this round, -1 none
+        self.credit = np.zeros(n)                # per job dispatched: seconds at the round's end
+        self._shuffler = random.Random(self.seed + 5)
+
 
     # -- one round ---------------------------------------------------------------------
     def _round(self, state: SchedState) -> Plan:
