@@ -190,12 +190,12 @@ class GavelPackingRounds(RoundClock):
         self.resets += 1
 
     # -- selection and placement -------------------------------------------------------
-    def _priorities(self, entries: list, t: int) -> np.ndarray:
-        time = np.array([e.time[t] for e in entries], float)
-        alloc = np.array([e.alloc[t] if e.in_alloc else 0.0 for e in entries], float)
-        runs = np.array([e.in_alloc and bool(np.all(e.rates[t] != 0)) for e in entries], bool)
+    def _priorities(self, time: np.ndarray, alloc: np.ndarray, runs: np.ndarray,
+                    t: int) -> np.ndarray:
+        """Gavel's priorities on type t: X / fraction, X * 1e9 while the fraction is 0, 0 where
+        X is 0 or a member cannot run (``runs`` False)."""
         total = self.worker_time[t]
-        fraction = time / total if total != 0.0 else np.zeros(len(entries))
+        fraction = time / total if total != 0.0 else np.zeros(time.shape[0])
         prio = np.where(fraction > 0, alloc / np.where(fraction > 0, fraction, 1.0), alloc * 1e9)
         return np.where(runs & (alloc != 0), prio, 0.0)
 
@@ -204,21 +204,27 @@ class GavelPackingRounds(RoundClock):
         c = state.cluster
         left = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types)).astype(np.int64)
         entries = list(self.entries.values())
+        if not entries:
+            return []
+        time = np.array([e.time for e in entries])
+        deficit = np.array([e.deficit for e in entries])
+        in_alloc = np.array([e.in_alloc for e in entries], bool)
+        alloc = np.where(in_alloc[:, None], np.array([e.alloc for e in entries]), 0.0)
+        low = np.array([e.rates.min(axis=1) for e in entries])      # slowest member per type
+        scale = np.array([e.scale for e in entries])
         taken: set[int] = set()
         chosen = []
         for t in range(len(c.gpu_types)):
-            prio = self._priorities(entries, t)
-            deficit = np.array([e.deficit[t] for e in entries], float)
-            alloc = np.array([e.alloc[t] if e.in_alloc else 0.0 for e in entries], float)
-            for i in np.lexsort((-alloc, -deficit, -prio)):
+            prio = self._priorities(time[:, t], alloc[:, t], in_alloc & (low[:, t] != 0), t)
+            for i in np.lexsort((-alloc[:, t], -deficit[:, t], -prio)).tolist():
                 if left[t] == 0:
                     break
-                e = entries[i]
-                if taken.intersection(e.jobs) or not np.all(e.rates[t] > 0) or e.scale > left[t]:
+                jobs = entries[i].jobs
+                if not low[i, t] > 0 or scale[i] > left[t] or taken.intersection(jobs):
                     continue
-                left[t] -= e.scale
-                taken.update(e.jobs)
-                chosen.append((e.jobs, t))
+                left[t] -= scale[i]
+                taken.update(jobs)
+                chosen.append((jobs, t))
         return chosen
 
     def _assign(self, state: SchedState, chosen) -> list[tuple[tuple, int, list]]:
