@@ -150,18 +150,18 @@ class GavelPackingRounds(RoundClock):
             scale = int(state.demand[i])
             self.entries[(j,)] = Combination((j,), scale, thr[i][:, None].copy(), half)
             for other in self.members:
-                if int(state.jobs.demand[other]) == scale:
+                if self.entries[(other,)].scale == scale:
                     key = (min(j, other), max(j, other))
                     self.entries[key] = Combination(key, scale, self._pair_rates(state, key, scale), 0.0)
             self.members.append(j)
         self.need_update = True
 
-    @staticmethod
-    def _pair_rates(state: SchedState, key: tuple, scale: int) -> np.ndarray:
+    def _pair_rates(self, state: SchedState, key: tuple, scale: int) -> np.ndarray:
+        """[types, 2] co-located rates of the pair's jobs, 0 where the table has none."""
         oracle = state.oracle
         if getattr(oracle, "pair_rates", None) is None:
-            raise ConfigError("space sharing needs a throughput table with co-location pairs "
-                              "(TableThroughput.pair_rates)")
+            raise ConfigError(f"policy {self.name}: space sharing needs a throughput table with "
+                              "co-location pairs (TableThroughput.pair_rates)")
         model = state.jobs.model
         rates = oracle.pair_rates(int(model[key[0]]), int(model[key[1]]), scale,
                                   state.cluster.gpu_types)[0]
