@@ -4,6 +4,8 @@
   jobs (3 jobs/h, seed 0, Gavel's multi-GPU mix) on ``gavel-108``; Gavel's own simulator takes
   about 9-30 CPU-s on a trace like it (scalability/gavel_speed.py, scalability/results/
   gavel_speed/), the issue's yardstick 15-80 CPU-s.
+  ``gavel-gandiva`` packs there (jobs ask for more than the 108 GPUs): its rounds run over
+  job combinations, O(jobs^2) (sim/policies/gavel_packing.py).
 * ``GavelLargeTrace``: ``gavel-max-min-fairness-perf`` on 4,740 generated jobs at 28 jobs/h on
   1,024 one-GPU servers (344:340:340), Gavel's simulator setting for its 4,740-job trace
   (about 100 CPU-s in Gavel's simulator; the issue's 204).  One run per measurement.
@@ -34,7 +36,7 @@ class GavelTrace:
     timeout = 600
     params = [["gavel-max-min-fairness-perf", "gavel-max-min-fairness",
                "gavel-finish-time-fairness-perf", "gavel-min-total-duration-perf",
-               "gavel-fifo-perf", "themis"]]
+               "gavel-fifo-perf", "gavel-gandiva", "themis"]]
     param_names = ["policy"]
 
     def setup(self, policy):
