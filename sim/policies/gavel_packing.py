@@ -51,21 +51,18 @@ class Combination:
     """One job, or two sharing GPUs: its members, per-type member rates, time received,
     deficit and allocation."""
 
-    __slots__ = ("jobs", "scale", "rates", "time", "deficit", "alloc", "in_alloc")
+    __slots__ = ("jobs", "scale", "rates", "low", "time", "deficit", "alloc", "in_alloc")
 
     def __init__(self, jobs: tuple, scale: int, rates: np.ndarray, time0: float):
         self.jobs = jobs                     # job ids, increasing
         self.scale = scale                   # GPUs (every member's scale factor)
         self.rates = rates                   # [types, members] iterations/s, 0 where none
+        self.low = rates.min(axis=1)         # per type, the slowest member's rate
         m = rates.shape[0]
         self.time = np.full(m, time0)
         self.deficit = np.zeros(m)
         self.alloc = np.zeros(m)
         self.in_alloc = False
-
-    @property
-    def is_pair(self) -> bool:
-        return len(self.jobs) == 2
 
 
 class GavelPackingRounds(RoundClock):
@@ -210,7 +207,7 @@ class GavelPackingRounds(RoundClock):
         deficit = np.array([e.deficit for e in entries])
         in_alloc = np.array([e.in_alloc for e in entries], bool)
         alloc = np.where(in_alloc[:, None], np.array([e.alloc for e in entries]), 0.0)
-        low = np.array([e.rates.min(axis=1) for e in entries])      # slowest member per type
+        low = np.array([e.low for e in entries])
         scale = np.array([e.scale for e in entries])
         taken: set[int] = set()
         chosen = []
