@@ -60,7 +60,9 @@ def mutate_reference(problem, states, rng, reset_p=0.1, zero_job_p=0.1, zero_p=0
 
 
 def tournament_reference(rank, crowd, f, n, rng):
-    a, b = rng.integers(rank.shape[0], size=(2, n))
+    m = rank.shape[0]
+    perm = np.concatenate([rng.permutation(m) for _ in range(-(-2 * n // m))])[:2 * n]
+    a, b = perm[0::2], perm[1::2]
     le = np.all(f[a] <= f[b], axis=1) & np.any(f[a] < f[b], axis=1)
     ge = np.all(f[b] <= f[a], axis=1) & np.any(f[b] < f[a], axis=1)
     return np.where(le, a, np.where(ge, b, np.where(crowd[a] > crowd[b], a,

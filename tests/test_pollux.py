@@ -105,6 +105,26 @@ def test_polish_never_lowers_the_objective_and_can_be_switched_off():
     assert off.params()["polish"] is False
     np.testing.assert_array_equal(off.solve(p, np.arange(j), 4), plain)
 
+def test_seeds_carry_last_rounds_rows_by_job_or_by_position():
+    # last round's order (by attained service) was jobs 7, 3, 9; this round's is 3, 5, 7 (9 left,
+    # 5 is new).  By job, 3 and 7 keep their rows; by position (the authors' _adapt_prev_states)
+    # the first surviving job of last round's order (7) seeds the first of this round's (3)
+    from sim.policies.pollux_search import PolluxSearch, prev_rows
+    prev, cur = np.array([7, 3, 9]), np.array([3, 5, 7])
+    dst, src = prev_rows(prev, cur, "job")
+    assert dst.tolist() == [0, 2] and src.tolist() == [1, 0]
+    dst, src = prev_rows(prev, cur, "position")
+    assert dst.tolist() == [0, 2] and src.tolist() == [0, 1]
+    rows = np.array([[[4, 0]], [[0, 2]], [[1, 1]]]).reshape(1, 3, 2)     # one Pareto member
+    p = PolluxProblem(np.zeros((3, 2, 5)), np.zeros((3, 2), np.int64), np.full(2, 4), np.full(3, 4), np.ones(3))
+    for match, want in (("job", [[0, 2], [0, 0], [4, 0]]), ("position", [[4, 0], [0, 0], [0, 2]])):
+        s = PolluxSearch("pollux", "nsga2", prev_match=match)
+        s.prev_states, s.prev_jobs = rows, prev
+        np.testing.assert_array_equal(s._seed_states(cur, p)[0], want)
+    with pytest.raises(Exception, match="prev_match"):
+        PolluxSearch("pollux", "nsga2", prev_match="name")
+
+
 def _brute_counts_objective(p: PolluxProblem, per_node: int) -> float:
     """Plain reference of the DP's optimum: min over every count vector within the capacity of
     sum_j v_j(r_j), v = 1 / (scaled speedup + eps), packed on ceil(r / per_node) nodes and
@@ -282,6 +302,22 @@ def test_tournament_kernel_matches_the_numpy_tournament(seed, size, n, levels):
     np.testing.assert_array_equal(_tournament(rank, crowd, f, n, got_rng),
                                   tournament_reference(rank, crowd, f, n, want_rng))
     assert _same_draws(got_rng, want_rng)
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), size=st.integers(1, 12), rounds=st.integers(1, 4))
+def test_tournament_competitors_are_whole_permutations(seed, size, rounds):
+    """pymoo's TournamentSelection: ``size * rounds`` tournaments take two competitors each from
+    concatenated permutations, so every member competes exactly ``2 * rounds`` times (with
+    drawing with replacement some would sit out); all-equal objectives and crowding, so the
+    winner of each pair is the coin's."""
+    f, crowd, rank = np.zeros((size, 2)), np.zeros(size), np.zeros(size, np.int64)
+    rng = np.random.default_rng(seed)
+    perm = np.concatenate([rng.permutation(size) for _ in range(2 * rounds)])
+    u = rng.random(size * rounds)
+    want = np.where(u < 0.5, perm[0::2], perm[1::2])
+    np.testing.assert_array_equal(_tournament(rank, crowd, f, size * rounds, np.random.default_rng(seed)), want)
+    assert np.bincount(perm, minlength=size).tolist() == [2 * rounds] * size
 
 
 @settings(max_examples=200, deadline=None)

@@ -56,9 +56,10 @@ class PolluxLearning(Policy):
 
     def __init__(self, placement: str = "consolidated", search: str = "nsga2", population: int = POPULATION,
                  generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S,
-                 polish: bool = True):
+                 polish: bool = True,
+                 prev_match: str = "job"):
         super().__init__(placement)
-        self.searcher = PolluxSearch(self.name, search, population, generations, seed, polish)
+        self.searcher = PolluxSearch(self.name, search, population, generations, seed, polish, prev_match)
         if not restart_penalty_s >= 0:
             raise ConfigError(f"policy {self.name}: restart_penalty_s must be >= 0, got {restart_penalty_s}")
         self.restart_penalty_s = float(restart_penalty_s)

@@ -42,7 +42,8 @@ from ..errors import ConfigError
 from .pollux_kernels import dp_counts, mutation_base, repair_states, tournament_pick
 
 __all__ = ["PolluxProblem", "PolluxSearch", "nsga2", "dp_search", "restart_factor", "FITNESS_P", "FITNESS_EPS",
-           "MAX_NODES_PER_JOB", "POPULATION", "GENERATIONS", "SEARCHES"]
+           "MAX_NODES_PER_JOB", "POPULATION", "GENERATIONS", "SEARCHES", "PREV_MATCHES",
+           "prev_rows"]
 
 FITNESS_P = -1.0          #: power-mean exponent (Pollux)
 FITNESS_EPS = 1e-3        #: added to each scaled speedup before the power mean (Pollux)
@@ -52,9 +53,15 @@ GENERATIONS = 100         #: the authors' n_gen
 MUTATE_RESET_P = 0.1      #: mutation: reset a job's row to the current allocation
 MUTATE_ZERO_JOB_P = 0.1   #: mutation: pick a job whose entries may be zeroed ...
 MUTATE_ZERO_P = 0.1       #: ... each with this probability
-MAX_MATING_TRIES = 100    #: rounds of mating to find distinct offspring (pymoo's default)
+MAX_MATING_TRIES = 101    #: rounds of mating to find distinct offspring (pymoo's: it stops after the 101st)
+CROSSOVER_P = 0.9         #: a mating crosses its parents with this probability, else copies them (pymoo 0.4.2.1)
 POLISH = (20, 10)         #: our search: population and generations of the NSGA-II polish
 SEARCHES = ("nsga2", "dp")
+#: how NSGA-II's seeds carry last round's Pareto set over to this round's rows: ``"position"``,
+#: the authors' ``_adapt_prev_states`` (the k-th job of last round that is still active gets the
+#: row of the k-th such job in this round's order, so rows move between jobs when the attained-
+#: service order changes), or ``"job"`` (each job its own row)
+PREV_MATCHES = ("position", "job")
 
 
 def restart_factor(age: np.ndarray, restarts: np.ndarray, delay: float) -> np.ndarray:
@@ -169,8 +176,23 @@ def _survive(f: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 
 def _tournament(rank, crowd, f, n: int, rng) -> np.ndarray:
-    a, b = rng.integers(rank.shape[0], size=(2, n))
-    return tournament_pick(a, b, rng.random(n), crowd, f)
+    """``n`` binary-tournament winners, as pymoo 0.4.2.1's ``TournamentSelection``: the
+    competitors are consecutive pairs of random permutations of the population, concatenated (so
+    every member competes about equally often)."""
+    m = rank.shape[0]
+    perm = np.concatenate([rng.permutation(m) for _ in range(-(-2 * n // m))])[:2 * n]
+    return tournament_pick(perm[0::2], perm[1::2], rng.random(n), crowd, f)
+
+
+def _mate(problem: PolluxProblem, pop, rank, crowd, f, n_pairs: int, rng) -> np.ndarray:
+    """``2 n_pairs`` offspring, mutated and repaired: parents paired in winning order, crossed
+    with probability :data:`CROSSOVER_P`, else copied (pymoo's ``Mating`` and ``Crossover``)."""
+    win = _tournament(rank, crowd, f, 2 * n_pairs, rng)
+    pa, pb = win[0::2], win[1::2]
+    c1, c2 = problem.crossover(pop[pa], pop[pb], rng)
+    copy = rng.random(n_pairs) >= CROSSOVER_P
+    c1[copy], c2[copy] = pop[pa[copy]], pop[pb[copy]]
+    return problem.repair(problem.mutate(np.concatenate([c1, c2]), rng), rng)
 
 
 def _objectives(problem: PolluxProblem, states: np.ndarray) -> np.ndarray:
@@ -190,28 +212,29 @@ def _unique_new(cand: np.ndarray, seen: set) -> list[int]:
 
 def nsga2(problem: PolluxProblem, init: np.ndarray, rng: np.random.Generator,
           population: int = POPULATION, generations: int = GENERATIONS):
-    """The authors' NSGA-II; returns (Pareto states [K, J, N], their objectives [K, 2])."""
+    """The authors' NSGA-II (pymoo 0.4.2.1's, with their operators); returns (Pareto states
+    [K, J, N], their objectives [K, 2]).  Offspring that repeat the population or each other are
+    dropped and re-mated, up to :data:`MAX_MATING_TRIES` times a generation; a generation without
+    any new offspring ends the search (pymoo's forced termination)."""
     pop = problem.repair(init, rng)
-    seen: set = set()
-    pop = pop[_unique_new(pop, seen)]
+    pop = pop[_unique_new(pop, set())]
     f = _objectives(problem, pop)
     keep, rank, crowd = _survive(f, population)
     pop, f = pop[keep], f[keep]
     for _ in range(generations - 1):
         kids = []
         n_kids = 0
+        seen = {s.tobytes() for s in pop}
         for _try in range(MAX_MATING_TRIES):
-            half = -(-(population - n_kids) // 2)
-            pa = _tournament(rank, crowd, f, half, rng)
-            pb = _tournament(rank, crowd, f, half, rng)
-            c1, c2 = problem.crossover(pop[pa], pop[pb], rng)
-            cand = problem.repair(problem.mutate(np.concatenate([c1, c2]), rng), rng)
+            cand = _mate(problem, pop, rank, crowd, f, -(-(population - n_kids) // 2), rng)
             new = cand[_unique_new(cand, seen)]
             kids.append(new)
             n_kids += new.shape[0]
             if n_kids >= population:
                 break
-        off = np.concatenate(kids)[:population] if kids else pop[:0]
+        if n_kids == 0:
+            break
+        off = np.concatenate(kids)[:population]
         merged = np.concatenate([pop, off])
         fm = np.concatenate([f, _objectives(problem, off)])
         keep, rank, crowd = _survive(fm, population)
@@ -310,16 +333,18 @@ class PolluxSearch:
     ``pollux-learning``)."""
 
     def __init__(self, policy: str, search: str = "nsga2", population: int = POPULATION,
-                 generations: int = GENERATIONS, seed: int = 0, polish: bool = True):
+                 generations: int = GENERATIONS, seed: int = 0, polish: bool = True, prev_match: str = "job"):
         if search not in SEARCHES:
             raise ConfigError(f"policy {policy}: search must be one of {SEARCHES}, got {search!r}")
+        if prev_match not in PREV_MATCHES:
+            raise ConfigError(f"policy {policy}: prev_match must be one of {PREV_MATCHES}, got {prev_match!r}")
         self.search, self.population, self.generations = search, int(population), int(generations)
-        self.seed, self.polish = int(seed), bool(polish)
+        self.seed, self.polish, self.prev_match = int(seed), bool(polish), prev_match
         self.reset()
 
     def params(self) -> dict:
         return {"search": self.search, "population": self.population, "generations": self.generations,
-                "seed": self.seed, "polish": self.polish}
+                "seed": self.seed, "polish": self.polish, "prev_match": self.prev_match}
 
     def reset(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -336,17 +361,27 @@ class PolluxSearch:
         return states[int(np.argmin(f[:, 0]))]
 
     def _seed_states(self, ids: np.ndarray, problem: PolluxProblem) -> np.ndarray:
-        """The previous Pareto set with rows moved to the same jobs (new jobs empty), or the
-        current allocation (the authors' ``_adapt_prev_states``)."""
+        """The previous Pareto set with rows carried over by :attr:`prev_match` (new jobs
+        empty), or, in the first round, the current allocation (the authors'
+        ``_adapt_prev_states``)."""
         if self.prev_states is None:
             return problem.base[None].copy()
         out = np.zeros((self.prev_states.shape[0], *problem.base.shape), np.int64)
-        src = {int(j): k for k, j in enumerate(self.prev_jobs)}
-        rows = [(r, src[int(j)]) for r, j in enumerate(ids) if int(j) in src]
-        if rows:
-            dst, s = map(np.array, zip(*rows))
-            out[:, dst] = self.prev_states[:, s]
+        dst, src = prev_rows(self.prev_jobs, ids, self.prev_match)
+        out[:, dst] = self.prev_states[:, src]
         return out
+
+
+def prev_rows(prev_ids: np.ndarray, ids: np.ndarray, match: str) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of ``ids``, rows of ``prev_ids``) that seed each other: the jobs in both, paired by
+    job (``match="job"``) or by rank among them in each order (``"position"``, the authors')."""
+    prev = np.asarray(prev_ids, np.int64)
+    cur = np.asarray(ids, np.int64)
+    dst = np.flatnonzero(np.isin(cur, prev))
+    if match == "position":
+        return dst, np.flatnonzero(np.isin(prev, cur))
+    where = {int(j): k for k, j in enumerate(prev)}
+    return dst, np.array([where[int(j)] for j in cur[dst]], np.int64)
 
 
 def current_allocation(state, order: np.ndarray) -> np.ndarray:
