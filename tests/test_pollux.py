@@ -105,6 +105,7 @@ def test_polish_never_lowers_the_objective_and_can_be_switched_off():
     assert off.params()["polish"] is False
     np.testing.assert_array_equal(off.solve(p, np.arange(j), 4), plain)
 
+
 def test_seeds_carry_last_rounds_rows_by_job_or_by_position():
     # last round's order (by attained service) was jobs 7, 3, 9; this round's is 3, 5, 7 (9 left,
     # 5 is new).  By job, 3 and 7 keep their rows; by position (the authors' _adapt_prev_states)

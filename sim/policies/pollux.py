@@ -51,8 +51,7 @@ class Pollux(GoodputPolicy):
 
     def __init__(self, placement: str = "consolidated", search: str = "dp", population: int = POPULATION,
                  generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S,
-                 avoid_interference: bool = True, polish: bool = True,
-                 prev_match: str = "job"):
+                 avoid_interference: bool = True, polish: bool = True, prev_match: str = "job"):
         super().__init__(placement)
         self.searcher = PolluxSearch(self.name, search, population, generations, seed, polish, prev_match)
         self.restart_penalty_s = float(restart_penalty_s)

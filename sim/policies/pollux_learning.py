@@ -56,8 +56,7 @@ class PolluxLearning(Policy):
 
     def __init__(self, placement: str = "consolidated", search: str = "nsga2", population: int = POPULATION,
                  generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S,
-                 polish: bool = True,
-                 prev_match: str = "job"):
+                 polish: bool = True, prev_match: str = "job"):
         super().__init__(placement)
         self.searcher = PolluxSearch(self.name, search, population, generations, seed, polish, prev_match)
         if not restart_penalty_s >= 0:
