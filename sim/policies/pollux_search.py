@@ -18,7 +18,8 @@ Two searches:
   caps GPUs per job and nodes per job
   (:data:`MAX_NODES_PER_JOB`), and node capacity in job order.  Population and generations
   default to theirs (100, 100); the population is seeded with the previous round's Pareto set
-  (jobs matched by id) or the current allocation; the answer is the Pareto member of best mean.
+  (rows carried over by position among the jobs still active, as theirs; ``prev_match="job"``
+  matches them by job) or the current allocation; the answer is the Pareto member of best mean.
   The operators' arithmetic (repair, mutation's resets and probabilities, the tournament) runs
   in Numba kernels (:mod:`.pollux_kernels`); their random draws stay with numpy's Generator,
   the same draws in the same order as the authors' numpy expressions.
@@ -42,7 +43,7 @@ from ..errors import ConfigError
 from .pollux_kernels import dp_counts, mutation_base, repair_states, tournament_pick
 
 __all__ = ["PolluxProblem", "PolluxSearch", "nsga2", "dp_search", "restart_factor", "FITNESS_P", "FITNESS_EPS",
-           "MAX_NODES_PER_JOB", "POPULATION", "GENERATIONS", "SEARCHES", "PREV_MATCHES",
+           "MAX_NODES_PER_JOB", "POPULATION", "GENERATIONS", "SEARCHES", "PREV_MATCHES", "PREV_MATCH",
            "prev_rows"]
 
 FITNESS_P = -1.0          #: power-mean exponent (Pollux)
@@ -58,10 +59,11 @@ CROSSOVER_P = 0.9         #: a mating crosses its parents with this probability,
 POLISH = (20, 10)         #: our search: population and generations of the NSGA-II polish
 SEARCHES = ("nsga2", "dp")
 #: how NSGA-II's seeds carry last round's Pareto set over to this round's rows: ``"position"``,
-#: the authors' ``_adapt_prev_states`` (the k-th job of last round that is still active gets the
-#: row of the k-th such job in this round's order, so rows move between jobs when the attained-
-#: service order changes), or ``"job"`` (each job its own row)
+#: the authors' ``_adapt_prev_states`` in both artifacts (the k-th job of last round that is
+#: still active gets the row of the k-th such job in this round's order, so rows move between
+#: jobs when the attained-service order changes), or ``"job"`` (ours: each job its own row)
 PREV_MATCHES = ("position", "job")
+PREV_MATCH = "position"   #: the default: the authors' NSGA-II seeds as theirs do
 
 
 def restart_factor(age: np.ndarray, restarts: np.ndarray, delay: float) -> np.ndarray:
@@ -333,7 +335,7 @@ class PolluxSearch:
     ``pollux-learning``)."""
 
     def __init__(self, policy: str, search: str = "nsga2", population: int = POPULATION,
-                 generations: int = GENERATIONS, seed: int = 0, polish: bool = True, prev_match: str = "job"):
+                 generations: int = GENERATIONS, seed: int = 0, polish: bool = True, prev_match: str = PREV_MATCH):
         if search not in SEARCHES:
             raise ConfigError(f"policy {policy}: search must be one of {SEARCHES}, got {search!r}")
         if prev_match not in PREV_MATCHES:

@@ -37,7 +37,7 @@ from ..errors import ConfigError
 from ..state import Plan, SchedState
 from .peer_placement import PeerKey, PeerPlacer
 from .pollux import RESTART_PENALTY_S, Pollux
-from .pollux_search import GENERATIONS, POPULATION
+from .pollux_search import GENERATIONS, POPULATION, PREV_MATCH
 from .registry import register
 from .sia import SOURCE_ORDER
 
@@ -88,7 +88,7 @@ class SiaPollux(Pollux):
 
     def __init__(self, placement: str = "consolidated", search: str = "nsga2", population: int = POPULATION,
                  generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S,
-                 avoid_interference: bool = True, max_gpus: int | None = None, prev_match: str = "job"):
+                 avoid_interference: bool = True, max_gpus: int | None = None, prev_match: str = PREV_MATCH):
         super().__init__(placement, search, population, generations, seed, restart_penalty_s,
                          avoid_interference, prev_match=prev_match)
         if max_gpus is not None and int(max_gpus) < 1:
