@@ -120,6 +120,27 @@ def _diff(ours: float, theirs: float) -> str:
     return f"{100.0 * (ours / theirs - 1.0):+.1f}%" if theirs > 0 else "-"
 
 
+def _compare(wl: Path, pol: str, params: dict, seeds: list[int], log_dirs: list[str]) -> dict:
+    ours, runs = ours_over_seeds(wl, pol, params, seeds)
+    theirs, draws = theirs_over_draws(wl, log_dirs)
+    row = {"workload": f"{wl.parent.name}/{wl.stem}", "policy": pol, "params": params, "ours": ours}
+    if runs:
+        row["ours_seeds"] = runs
+    if theirs:
+        row["theirs"] = theirs
+        if len(draws) > 1:
+            row["theirs_draws"] = draws
+    print(f"{row['workload']:<22} {pol:<8} ours JCT {ours['avg_jct_s']:8.0f} s{_span(ours)}  makespan "
+          f"{ours['makespan_s']:8.0f} s  cpu {ours['cpu_s']:6.1f} s", end="")
+    if theirs:
+        print(f"  | theirs JCT {theirs['avg_jct_s']:8.0f} s{_span(theirs)} "
+              f"({_diff(ours['avg_jct_s'], theirs['avg_jct_s'])})  makespan {theirs['makespan_s']:8.0f} s "
+              f"({_diff(ours['makespan_s'], theirs['makespan_s'])})")
+    else:
+        print()
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workloads", nargs="+", type=Path)
@@ -149,27 +170,6 @@ def main() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(rows, indent=1, default=lambda x: None if isinstance(x, float)
                                        and math.isnan(x) else x) + "\n")
-
-
-def _compare(wl: Path, pol: str, params: dict, seeds: list[int], log_dirs: list[str]) -> dict:
-    ours, runs = ours_over_seeds(wl, pol, params, seeds)
-    theirs, draws = theirs_over_draws(wl, log_dirs)
-    row = {"workload": f"{wl.parent.name}/{wl.stem}", "policy": pol, "params": params, "ours": ours}
-    if runs:
-        row["ours_seeds"] = runs
-    if theirs:
-        row["theirs"] = theirs
-        if len(draws) > 1:
-            row["theirs_draws"] = draws
-    print(f"{row['workload']:<22} {pol:<8} ours JCT {ours['avg_jct_s']:8.0f} s{_span(ours)}  makespan "
-          f"{ours['makespan_s']:8.0f} s  cpu {ours['cpu_s']:6.1f} s", end="")
-    if theirs:
-        print(f"  | theirs JCT {theirs['avg_jct_s']:8.0f} s{_span(theirs)} "
-              f"({_diff(ours['avg_jct_s'], theirs['avg_jct_s'])})  makespan {theirs['makespan_s']:8.0f} s "
-              f"({_diff(ours['makespan_s'], theirs['makespan_s'])})")
-    else:
-        print()
-    return row
 
 
 if __name__ == "__main__":
