@@ -1,4 +1,5 @@
-"""Gavel's allocation problems (algorithms.md §5.7; Narayanan et al., OSDI'20), on HiGHS.
+"""Gavel's allocation problems (algorithms.md §5.7; Narayanan et al., OSDI'20): our structured
+interior point (:mod:`sim.policies.gavel_ipm`) or HiGHS.
 
 ``X[i, t]`` is the fraction of wall-clock time job i spends on GPU type t.  Every problem
 shares Gavel's base constraints (gavel ``scheduler/policies/policy.py``)::
@@ -9,17 +10,19 @@ with ``s_i`` the scale factor (GPUs the job asks for) and ``N_t`` the GPUs of ty
 :class:`AllocationLP` builds that matrix once per job set in sparse column-wise (CSC) form and
 re-solves it with different objective rows; nothing here loops over jobs in Python.
 
-Solver: HiGHS, called directly (the HiGHS build that scipy's ``linprog(method="highs-*")``
-wraps, ``scipy.optimize._highspy``, or the ``highspy`` package where scipy has none; with
-neither, scipy before 1.15, ``linprog`` itself: :func:`highs_backend`), with the
-options ``linprog`` sets and the constraint matrix in the same column-wise (CSC) layout, so
-the solutions are those ``linprog`` returns, without its per-call option checks, matrix
-conversions and per-column dual bookkeeping (about two thirds of a small solve's time).
-``solver="ipm"`` (the default) is HiGHS's interior-point method without crossover and
-without presolve: like Gavel's ECOS (also an interior-point method) it returns a point near
-the analytic centre of the optimal face, which matters because max-min and max-sum problems
-have many optima and the round mechanism turns whichever one is returned into priorities.
-``solver="simplex"`` returns a vertex instead (faster, different ties).
+Solvers (``solver=``; docs/gavel.md, "Solver"): ``"structured"`` (the default) is our
+interior-point method for exactly these LPs (:mod:`sim.policies.gavel_ipm`), in Gavel's own
+formulation; what it cannot finish goes to HiGHS's IPM.  ``"ipm"`` is HiGHS's interior-point
+method without crossover and without presolve, called directly (the HiGHS build that scipy's
+``linprog(method="highs-*")`` wraps, ``scipy.optimize._highspy``, or the ``highspy`` package
+where scipy has none; with neither, scipy before 1.15, ``linprog`` itself:
+:func:`highs_backend`), with the options ``linprog`` sets and the constraint matrix in the
+same column-wise (CSC) layout, so the solutions are those ``linprog`` returns, without its
+per-call option checks, matrix conversions and per-column dual bookkeeping.  Like Gavel's
+ECOS, both interior-point methods return a point inside the optimal face, which matters
+because max-min and max-sum problems have many optima and the round mechanism turns
+whichever one is returned into priorities.  ``"simplex"`` returns a vertex instead (HiGHS's
+dual simplex; different ties).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import importlib
 import numpy as np
 
 from ..errors import ConfigError, SimError
+from . import gavel_ipm
 
 #: HiGHS options per solver name (see the module docstring): ``linprog``'s for the method
 #: ``highs-ipm`` with ``presolve=False, run_crossover="off"``, and for ``highs-ds``
@@ -49,9 +53,14 @@ MAKESPAN_BRACKET_S = (100.0, 1.0e6)
 MAKESPAN_RATIO = 1.05
 
 
+#: every solver name: our structured interior point (:mod:`sim.policies.gavel_ipm`), then
+#: HiGHS's (:data:`SOLVERS`)
+SOLVER_NAMES = ("structured", *SOLVERS)
+
+
 def check_solver(solver: str) -> str:
-    if solver not in SOLVERS:
-        raise ConfigError(f"unknown LP solver {solver!r}; choose from {sorted(SOLVERS)}")
+    if solver not in SOLVER_NAMES:
+        raise ConfigError(f"unknown LP solver {solver!r}; choose from {sorted(SOLVER_NAMES)}")
     return solver
 
 
@@ -137,7 +146,7 @@ class AllocationLP:
     job's extra row); a solve only writes the extra rows' coefficients.
     """
 
-    def __init__(self, scale: np.ndarray, capacity: np.ndarray, solver: str = "ipm"):
+    def __init__(self, scale: np.ndarray, capacity: np.ndarray, solver: str = "structured"):
         self.scale = np.asarray(scale, float)
         self.capacity = np.asarray(capacity, float)
         self.n, self.m = self.scale.shape[0], self.capacity.shape[0]
@@ -150,6 +159,7 @@ class AllocationLP:
         self.base_rhs = np.concatenate([self.capacity, np.ones(n)])
         self.col_upper = np.r_[np.ones(nm), _HIGHS.inf]
         self.simplex_fallbacks = 0      # solves the IPM failed and the simplex made (_solve)
+        self.highs_fallbacks = 0        # solves the structured IPM failed and HiGHS made
 
     # -- pieces --------------------------------------------------------------
     def _matrix(self, a: np.ndarray | None, z_coef: float):
@@ -171,18 +181,43 @@ class AllocationLP:
     def _solve(self, c: np.ndarray, a: np.ndarray | None = None, z_coef: float = 0.0,
                rhs: np.ndarray | None = None):
         """Solve ``min c x`` over the base rows (plus the extra rows of ``a``); returns x,
-        or None when HiGHS finds no optimum or the point fails linprog's acceptance test.
-        When the interior-point solver fails on a problem (HiGHS's IPM without crossover
-        sometimes stops short of its tolerances on a well-posed LP: a 124-job max-min LP of
-        the Hops FTF experiment, coefficients 0.4-162), the simplex solves it once more
+        or None when no solver finds an optimum or the point fails linprog's acceptance
+        test.  ``structured`` (:mod:`sim.policies.gavel_ipm`) hands a problem it cannot
+        finish to HiGHS's IPM (``highs_fallbacks`` counts those).  When HiGHS's
+        interior-point solver fails on a problem (its IPM without crossover sometimes stops
+        short of its tolerances on a well-posed LP: a 124-job max-min LP of the Hops FTF
+        experiment, coefficients 0.4-162), the simplex solves it once more
         (``simplex_fallbacks`` counts those): a vertex of the same optimum, not a failed run."""
         upper = self.base_rhs if rhs is None else np.concatenate([self.base_rhs, rhs])
+        if self.solver == "structured":
+            x = self._accepted(self._structured(c, a, z_coef, rhs), upper)
+            if x is not None:
+                return x
+            self.highs_fallbacks += 1
         matrix = self._matrix(a, z_coef)
-        x = self._accepted(_HIGHS.solve(self.solver, c, *matrix, self.col_upper, upper), upper)
-        if x is None and self.solver != "simplex":
+        solver = "ipm" if self.solver == "structured" else self.solver
+        x = self._accepted(_HIGHS.solve(solver, c, *matrix, self.col_upper, upper), upper)
+        if x is None and solver != "simplex":
             x = self._accepted(_HIGHS.solve("simplex", c, *matrix, self.col_upper, upper), upper)
             self.simplex_fallbacks += x is not None
         return x
+
+    def _structured(self, c, a, z_coef, rhs):
+        """(x, row activities) from :func:`sim.policies.gavel_ipm.solve`, or None.  The z
+        column enters only when it has a cost or a coefficient (the feasibility problem has
+        neither); X has no upper bound there (Gavel's own formulation), the job rows
+        bound it."""
+        n, m = self.n, self.m
+        use_z = a is not None and (c[-1] != 0.0 or z_coef != 0.0)
+        X, z, status, *_ = gavel_ipm.solve(self.scale, self.capacity, c[: n * m].reshape(n, m),
+                                          c[-1], a, z_coef, rhs, use_z)
+        if status != gavel_ipm.OPTIMAL:
+            return None
+        x = np.r_[X.ravel(), z]
+        act = np.concatenate([(self.scale[:, None] * X).sum(axis=0), X.sum(axis=1)])
+        if a is not None:
+            act = np.concatenate([act, z_coef * z - np.sum(np.asarray(a, float) * X, axis=1)])
+        return x, act
 
     def _accepted(self, got, upper: np.ndarray):
         """x of a solve, or None when there is none or it fails linprog's acceptance test."""
@@ -324,8 +359,8 @@ class _RhoBounds:
     for ``rho' <= rho``: rho is reachable from ``rho / z`` on when z < 1, unreachable below
     ``rho / z`` when z >= 1.  A solution X also reaches its own ``max_i rho_i(X)``, which
     the caller records.  A step is decided only when it lies beyond a bound by ``MARGIN``
-    (relative: 1,000 times HiGHS's default IPM tolerances, a tenth of the bisection's final
-    step at ``rel_tol = 1e-4``), so that a decided step is the one a solve would have
+    (relative: 1,000 times the interior-point solvers' tolerances, a tenth of the
+    bisection's final step at ``rel_tol = 1e-4``), so that a decided step is the one a solve would have
     given."""
 
     MARGIN = 1e-5

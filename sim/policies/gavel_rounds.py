@@ -80,7 +80,7 @@ class RoundClock(Policy):
     single_type_jobs: ClassVar[bool] = True
 
     def __init__(self, placement: str = "consolidated", time_per_round_s: float = 360.0,
-                 reset_interval_s: float = 1920.0, seed: int = 0, solver: str = "ipm"):
+                 reset_interval_s: float = 1920.0, seed: int = 0, solver: str = "structured"):
         super().__init__(placement)
         self.time_per_round_s = check_positive(self.name, "time_per_round_s", time_per_round_s)
         self.reset_interval_s = check_positive(self.name, "reset_interval_s", reset_interval_s, zero=True)
