@@ -405,6 +405,7 @@ class _Run:
         shortcuts = not self.defragment
         self.skippable = shortcuts and bool(getattr(policy, "skip_if_nothing_fits", False))
         self.skip_idle_completions = shortcuts and bool(getattr(policy, "skip_idle_completions", False))
+        self.skip_mid_round = shortcuts and bool(getattr(policy, "skips_mid_round", False))
         self.lone_mode = (PLACEMENT_MODES[policy.placement]
                           if shortcuts and getattr(policy, "place_lone_arrivals", False) else None)
         self.engine_placed = 0
@@ -482,6 +483,9 @@ class _Run:
         if self.skip_idle_completions and k.batch.reasons == COMPLETION and k.counters()[1] == 0:
             self.skipped += 1
             return None
+        if self.skip_mid_round and self._mid_round():
+            self.skipped += 1
+            return None
         if self.lone_mode is not None and k.batch.reasons == ARRIVAL and k.counters()[1] == 1 \
                 and self._place_lone_arrival():
             return None
@@ -508,6 +512,17 @@ class _Run:
                                               self.used_types, self.scale_applied, self.policy.name,
                                               self.rate_model, self.truth, self.shared_applied)
         return plan.wakeup
+
+    def _mid_round(self) -> bool:
+        """Arrivals and completions inside a round, with jobs still running, that the round
+        policy says keep every placement (``Policy.skips_mid_round``): the policy is told of
+        the completions (``note_completed``) instead of asked, and nothing else changes."""
+        k = self.kernel
+        if k.batch.reasons & ~(ARRIVAL | COMPLETION) or k.counters()[2] == 0 or \
+                not self.policy.between_rounds(k.batch.now, self.jobs):
+            return False
+        self.policy.note_completed(k.batch.now, k.completed[:k.batch.n_completed])
+        return True
 
     def _place_lone_arrival(self) -> bool:
         """Place the only queued job on the free GPUs if it fits (Policy.place_lone_arrivals)."""

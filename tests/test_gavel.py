@@ -278,6 +278,25 @@ def test_every_gavel_policy_runs_on_gavel_108(gavel_run, name):
     assert np.all(np.isfinite(res.finish)) and summary(res)["avg_jct_s"] > 0
 
 
+@pytest.mark.parametrize("name", ["gavel-max-min-fairness-perf", "gavel-finish-time-fairness",
+                                  "gavel-fifo", "gavel-min-total-duration-perf"])
+def test_skipped_mid_round_decisions_change_nothing(gavel_run, monkeypatch, name):
+    # the engine skips arrivals and completions inside a round (GavelRounds.skips_mid_round)
+    # and reports the completions to the policy: the same run, job for job and point for point
+    from sim.policies.gavel_rounds import GavelRounds
+    cluster, jobs, oracle = gavel_run
+    config = EngineConfig(restart_delay_s=0.0)
+    skipped = simulate(cluster, jobs, get_policy(name), oracle, config)
+    monkeypatch.setattr(GavelRounds, "skips_mid_round", False)
+    asked = simulate(cluster, jobs, get_policy(name), oracle, config)
+    assert skipped.skipped_decisions > 0 and asked.skipped_decisions == 0
+    assert skipped.decisions + skipped.skipped_decisions == asked.decisions
+    np.testing.assert_array_equal(skipped.finish, asked.finish)
+    np.testing.assert_array_equal(skipped.first_start, asked.first_start)
+    for got, want in zip(skipped.timeline.arrays().values(), asked.timeline.arrays().values()):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_all_ten_gavel_names_registered():
     assert GAVEL == sorted([
         "gavel-fifo", "gavel-fifo-perf", "gavel-finish-time-fairness", "gavel-gandiva",

@@ -289,6 +289,14 @@ def credit_finished(ids, ran_on, member, worker_time, elapsed: float) -> bool:
                                  worker_time, float(elapsed)))
 
 
+def credit_completed(job_ids, ran_on, member, worker_time, elapsed: float) -> bool:
+    """:func:`credit_finished` for jobs known to have finished (``job_ids``, at a skipped
+    decision): those dispatched this round credit ``elapsed`` to their type and leave the
+    round and the job set.  In place; True if any left."""
+    return bool(_credit_completed(np.ascontiguousarray(job_ids, np.int64), ran_on, member,
+                                  worker_time, float(elapsed)))
+
+
 def credit_running(ids, ran_on, member, time_so_far, worker_time, credit) -> bool:
     """At a round's end: each active job j dispatched this round received ``credit[j]``
     seconds (float64, indexed by job id) on its type (its counter and the type's total, in
@@ -312,6 +320,18 @@ def _credit_finished(ids, ran_on, member, worker_time, elapsed):
     gone = False
     for j in range(ran_on.shape[0]):
         if ran_on[j] >= 0 and not active[j]:
+            worker_time[ran_on[j]] += elapsed
+            ran_on[j] = -1
+            member[j] = False
+            gone = True
+    return gone
+
+
+@njit(cache=True)
+def _credit_completed(job_ids, ran_on, member, worker_time, elapsed):
+    gone = False
+    for j in job_ids:
+        if ran_on[j] >= 0:
             worker_time[ran_on[j]] += elapsed
             ran_on[j] = -1
             member[j] = False

@@ -66,7 +66,7 @@ import numpy as np
 from ..errors import ConfigError, SimError
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 from .base import Policy
-from .gavel_kernels import credit_finished, credit_running, round_plan
+from .gavel_kernels import credit_completed, credit_finished, credit_running, round_plan
 from .gavel_lp import check_solver
 
 class RoundClock(Policy):
@@ -76,6 +76,10 @@ class RoundClock(Policy):
 
     triggers: ClassVar[int] = ARRIVAL | COMPLETION
     preemptive = True
+    #: the engine may skip a decision inside a round on arrivals and completions while jobs
+    #: run, telling the policy of the completions instead (:meth:`between_rounds`,
+    #: :meth:`note_completed`; ``Engine._mid_round``): such a decision keeps every placement
+    skips_mid_round: ClassVar[bool] = False
     #: a job runs on one GPU type only, so it may not ask for more GPUs than a type has
     single_type_jobs: ClassVar[bool] = True
 
@@ -103,6 +107,16 @@ class RoundClock(Policy):
         if not boundary:
             return self._hold(state)
         return self._round(state)
+
+    def between_rounds(self, now: float, jobs) -> bool:
+        """Whether a decision at ``now`` on arrivals or completions alone, with jobs still
+        running, falls inside a round of this run (:meth:`schedule` would hold)."""
+        return (self.skips_mid_round and self._jobs is jobs and self.round_end is not None
+                and self._now <= now < self.round_end * (1 - 1e-12))
+
+    def note_completed(self, now: float, job_ids: np.ndarray) -> None:
+        """The jobs ``job_ids`` finished at ``now``, inside a round (a skipped decision)."""
+        raise NotImplementedError
 
     def _hold(self, state: SchedState) -> Plan:
         """Inside a round: every placement stays."""
@@ -143,6 +157,8 @@ class RoundClock(Policy):
 
 class GavelRounds(RoundClock):
     """Gavel's round mechanism around an allocation; subclasses define :meth:`allocation`."""
+
+    skips_mid_round = True
 
     #: walk GPU types in a seeded random order each round (Gavel: policies without "Perf")
     shuffle_types: ClassVar[bool] = False
@@ -226,6 +242,13 @@ class GavelRounds(RoundClock):
         from Gavel's round start) counts for their type."""
         if credit_finished(state.active, self.ran_on, self.member, self.worker_time,
                            state.now - self.credit_start):
+            self.need_update = True
+
+    def note_completed(self, now: float, job_ids: np.ndarray) -> None:
+        """What :meth:`_credit_finished` does at a decision, for a skipped one."""
+        self._now = now
+        if credit_completed(job_ids, self.ran_on, self.member, self.worker_time,
+                            now - self.credit_start):
             self.need_update = True
 
     def _credit_running(self, state: SchedState) -> None:
