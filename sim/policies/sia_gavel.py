@@ -13,8 +13,10 @@ from our ``gavel-*`` ports of Gavel's own simulator (sim.policies.gavel); docs/g
   cap); 0.1 on a type with fewer GPUs than the job asks for (their placeholder).
 * **Allocation**: every round, ``max sum_{i,t} thr[i, t] X[i, t]`` under Gavel's base
   constraints (Sia's ``gavel_default_policy = "max_sum_throughput_perf"``), raw throughputs, on
-  HiGHS's interior-point method (theirs: ECOS through cvxpy), rounded to 5 decimals, clipped to
-  [0, 1].
+  our structured interior point (``solver``; :mod:`sim.policies.gavel_ipm`; theirs: ECOS through
+  cvxpy), rounded to 5 decimals, clipped to [0, 1].  With HiGHS's IPM (``solver="ipm"``, the
+  default until the twenty-seventh session) all 18 saturn and philly runs end the same, to the
+  second.
 * **Priorities**: ``X / fraction`` with fraction = the job's time on the type over the type's
   total; each job joins with half a round on every type (added to the totals), a round adds a
   whole round to its job and type (even when the job finishes inside it); 0 where ``X`` is 0.
@@ -64,7 +66,7 @@ ALLOC_DECIMALS = 5
 @register
 class SiaGavel(GoodputPolicy):
     name = "sia-gavel"
-    description = ("Gavel as in the Sia simulator: rigid jobs, max-sum-throughput LP on HiGHS, "
+    description = ("Gavel as in the Sia simulator: rigid jobs, max-sum-throughput LP, "
                    "priorities X/fraction, 360 s rounds from t=0")
     triggers: ClassVar[int] = ARRIVAL
     round_s: ClassVar[float | None] = None
@@ -72,7 +74,7 @@ class SiaGavel(GoodputPolicy):
     rigid_policy: ClassVar[str | None] = "gavel-max-sum-throughput-perf"
 
     def __init__(self, placement: str = "consolidated", time_per_round_s: float = ROUND_S,
-                 solver: str = "ipm"):
+                 solver: str = "structured"):
         super().__init__(placement)
         self.time_per_round_s = check_positive(self.name, "time_per_round_s", time_per_round_s)
         self.solver = check_solver(solver)
