@@ -118,3 +118,34 @@ def credit_running_reference(ids, ran_on, member, time_so_far, worker_time, cred
     gone = np.flatnonzero(member & ~active)
     member[gone] = False
     return bool(gone.size)
+
+
+def credit_completed_reference(job_ids, ran_on, member, worker_time, elapsed):
+    gone = False
+    for j in job_ids:
+        if ran_on[j] >= 0:
+            worker_time[ran_on[j]] += elapsed
+            ran_on[j] = -1
+            member[j] = False
+            gone = True
+    return gone
+
+
+def micro_tasks_reference(now, round_s, rate, remaining, active, placed, overran, to_finish,
+                          credit, credit_start):
+    """The numpy code GavelRounds._micro_tasks ran before its kernel."""
+    full = np.floor(rate * round_s)
+    full = np.where(full > 0, full, rate * round_s)
+    ids = active[placed]
+    overran[active[to_finish[active]]] = True
+    to_finish[:] = False
+    finishes = (remaining <= full) & ~overran[ids]
+    to_finish[ids[finishes]] = True
+    steps = np.where(finishes, remaining, full)
+    fin = now + steps / rate
+    round_end = float(fin.max())
+    credit[ids] = fin - credit_start
+    scale = np.ones(active.size)
+    go_on = ~finishes
+    scale[placed[go_on]] = steps[go_on] / (rate[go_on] * (round_end - now))
+    return round_end, scale

@@ -432,8 +432,9 @@ def test_direct_highs_matches_linprog(d):
 @given(data=st.data())
 def test_credit_kernels_match_reference(data):
     """The round-time bookkeeping kernels against the numpy code they replaced, in place."""
-    from reference_gavel_rounds import credit_finished_reference, credit_running_reference
-    from sim.policies.gavel_kernels import credit_finished, credit_running
+    from reference_gavel_rounds import (credit_completed_reference, credit_finished_reference,
+                                        credit_running_reference)
+    from sim.policies.gavel_kernels import credit_completed, credit_finished, credit_running
     n_jobs, m = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 3))
     ids = np.flatnonzero(np.array(data.draw(st.lists(st.booleans(), min_size=n_jobs, max_size=n_jobs))))
     ran_on = np.array(data.draw(st.lists(st.integers(-1, m - 1), min_size=n_jobs, max_size=n_jobs)), np.int64)
@@ -444,13 +445,53 @@ def test_credit_kernels_match_reference(data):
     elapsed = data.draw(st.sampled_from([0.1, 360.0, 123.456]))
     credit = np.array(data.draw(st.lists(st.sampled_from([0.1, 359.998, 360.0, 1e4]), min_size=n_jobs,
                                          max_size=n_jobs)))       # per job id (credit_running)
-    for kernel, ref, extra, spent in ((credit_finished, credit_finished_reference, (), elapsed),
-                                      (credit_running, credit_running_reference, (time_so_far,), credit)):
+    completed = np.flatnonzero(np.array(data.draw(st.lists(st.booleans(), min_size=n_jobs,
+                                                           max_size=n_jobs))))
+    for kernel, ref, extra, spent, which in (
+            (credit_finished, credit_finished_reference, (), elapsed, ids),
+            (credit_running, credit_running_reference, (time_so_far,), credit, ids),
+            (credit_completed, credit_completed_reference, (), elapsed, completed)):
         got = [a.copy() for a in (ran_on, member, *extra, worker_time)]
         want = [a.copy() for a in (ran_on, member, *extra, worker_time)]
-        assert kernel(ids, *got, spent) == ref(ids, *want, spent)
+        assert kernel(which, *got, spent) == ref(which, *want, spent)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_micro_tasks_kernel_matches_reference(data):
+    """Gavel's micro-tasks of a round, kernel against the numpy code it replaced, in place
+    and bit for bit (hidden remaining work, overruns, rates that do not fill a step)."""
+    from reference_gavel_rounds import micro_tasks_reference
+    from sim.policies.gavel_kernels import micro_tasks
+    n_jobs = data.draw(st.integers(1, 9))
+    active = np.flatnonzero(np.array(data.draw(st.lists(st.booleans(), min_size=n_jobs,
+                                                        max_size=n_jobs))))
+    if active.size == 0:
+        active = np.array([0])
+    placed = np.flatnonzero(np.array(data.draw(st.lists(st.booleans(), min_size=active.size,
+                                                        max_size=active.size))))
+    if placed.size == 0:
+        placed = np.array([0])
+    k = placed.size
+    rate = np.array(data.draw(st.lists(st.sampled_from([1e-4, 0.0021, 0.5, 3.7, 250.0]),
+                                       min_size=k, max_size=k)))
+    remaining = np.array(data.draw(st.lists(st.sampled_from([0.5, 1.0, 77.0, 1e6, np.nan]),
+                                            min_size=k, max_size=k)))
+    flags = [np.array(data.draw(st.lists(st.booleans(), min_size=n_jobs, max_size=n_jobs)))
+             for _ in range(2)]
+    credit = np.zeros(n_jobs)
+    now, start = data.draw(st.sampled_from([(0.0, 0.0), (3600.0, 3240.5), (1e6, 999_640.0)]))
+    got = [a.copy() for a in (*flags, credit)]
+    want = [a.copy() for a in (*flags, credit)]
+    end, scale = micro_tasks(now, 360.0, rate, remaining, active, placed, *got, start)
+    end_ref, scale_ref = micro_tasks_reference(now, 360.0, rate, remaining, active, placed, *want,
+                                               start)
+    assert end == end_ref
+    np.testing.assert_array_equal(scale, scale_ref)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
 
 
 def test_linprog_fallback_gives_the_direct_solutions(monkeypatch):

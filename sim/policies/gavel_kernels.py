@@ -297,6 +297,22 @@ def credit_completed(job_ids, ran_on, member, worker_time, elapsed: float) -> bo
                                   worker_time, float(elapsed)))
 
 
+def micro_tasks(now: float, round_s: float, rate, remaining, active, placed, overran, to_finish,
+                credit, credit_start: float) -> tuple[float, np.ndarray]:
+    """Gavel's micro-tasks for the jobs dispatched this round (``placed``: positions in
+    ``active``, running at ``rate``, with ``remaining`` iterations, NaN where hidden): each runs
+    ``min(int(rate * round_s), remaining)`` iterations (all of a round's if that is 0) and the
+    round ends when the last one stops.  A job that was to finish in the previous round and is
+    still active has overrun (``overran``, by job id: whole rounds from now on).  Updates
+    ``overran``, ``to_finish`` and ``credit`` (its finish minus ``credit_start``) in place;
+    returns (the round's end, the rate scale aligned with ``active`` under which each job's
+    iterations end at the round's end, 1 for a job that finishes in the round)."""
+    return _micro_tasks(float(now), float(round_s), np.ascontiguousarray(rate, np.float64),
+                        np.ascontiguousarray(remaining, np.float64),
+                        np.ascontiguousarray(active, np.int64), np.ascontiguousarray(placed, np.int64),
+                        overran, to_finish, credit, float(credit_start))
+
+
 def credit_running(ids, ran_on, member, time_so_far, worker_time, credit) -> bool:
     """At a round's end: each active job j dispatched this round received ``credit[j]``
     seconds (float64, indexed by job id) on its type (its counter and the type's total, in
@@ -337,6 +353,36 @@ def _credit_completed(job_ids, ran_on, member, worker_time, elapsed):
             member[j] = False
             gone = True
     return gone
+
+
+@njit(cache=True)
+def _micro_tasks(now, round_s, rate, remaining, active, placed, overran, to_finish, credit,
+                 credit_start):
+    for j in active:
+        if to_finish[j]:
+            overran[j] = True
+    to_finish[:] = False
+    k = placed.shape[0]
+    steps = np.empty(k)
+    fin = np.empty(k)
+    finishes = np.zeros(k, np.bool_)
+    for i in range(k):
+        j = active[placed[i]]
+        full = np.floor(rate[i] * round_s)
+        if not full > 0:
+            full = rate[i] * round_s
+        finishes[i] = remaining[i] <= full and not overran[j]   # False where NaN (hidden)
+        steps[i] = remaining[i] if finishes[i] else full
+        fin[i] = now + steps[i] / rate[i]            # Gavel: timestamp + num_steps / throughput
+        if finishes[i]:
+            to_finish[j] = True
+    round_end = fin.max()
+    scale = np.ones(active.shape[0])
+    for i in range(k):
+        credit[active[placed[i]]] = fin[i] - credit_start
+        if not finishes[i]:
+            scale[placed[i]] = steps[i] / (rate[i] * (round_end - now))
+    return round_end, scale
 
 
 @njit(cache=True)

@@ -66,7 +66,8 @@ import numpy as np
 from ..errors import ConfigError, SimError
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 from .base import Policy
-from .gavel_kernels import credit_completed, credit_finished, credit_running, round_plan
+from .gavel_kernels import (credit_completed, credit_finished, credit_running, micro_tasks,
+                            round_plan)
 from .gavel_lp import check_solver
 
 class RoundClock(Policy):
@@ -213,25 +214,14 @@ class GavelRounds(RoundClock):
         each job's credit (its finish minus Gavel's round start: the previous dispatching
         round's end); returns the rate scale (aligned with ``state.active``) under which each
         job's iterations end at the round's end (1 for a job that finishes in the round)."""
-        now = state.now
         rate = thr[placed, types]
-        full = np.floor(rate * self.time_per_round_s)
-        full = np.where(full > 0, full, rate * self.time_per_round_s)
         # Gavel knows the steps left (its jobs declare their total); a learning run hides them
         rem = state.remaining[placed] if state.learning is None else np.full(placed.size, np.nan)
-        ids = state.active[placed]
-        self.overran[state.active[self.to_finish[state.active]]] = True
-        self.to_finish[:] = False
-        finishes = (rem <= full) & ~self.overran[ids]   # False where remaining is NaN (hidden)
-        self.to_finish[ids[finishes]] = True
-        steps = np.where(finishes, rem, full)
-        fin = now + steps / rate                     # Gavel: timestamp + num_steps / throughput
         self.credit_start = 0.0 if self.last_round_end is None else self.last_round_end
-        self.round_end = self.last_round_end = float(fin.max())
-        self.credit[ids] = fin - self.credit_start
-        scale = np.ones(state.active.size)
-        go_on = ~finishes
-        scale[placed[go_on]] = steps[go_on] / (rate[go_on] * (self.round_end - now))
+        self.round_end, scale = micro_tasks(state.now, self.time_per_round_s, rate, rem,
+                                            state.active, placed, self.overran, self.to_finish,
+                                            self.credit, self.credit_start)
+        self.last_round_end = self.round_end
         return scale
 
     def _throughputs(self, state: SchedState) -> np.ndarray:
