@@ -121,14 +121,13 @@ def credit_running_reference(ids, ran_on, member, time_so_far, worker_time, cred
 
 
 def credit_completed_reference(job_ids, ran_on, member, worker_time, elapsed):
-    gone = False
-    for j in job_ids:
-        if ran_on[j] >= 0:
-            worker_time[ran_on[j]] += elapsed
-            ran_on[j] = -1
-            member[j] = False
-            gone = True
-    return gone
+    """What credit_finished_reference does to the finished jobs, given them."""
+    done = np.asarray(job_ids, np.int64)
+    done = done[ran_on[done] >= 0]
+    np.add.at(worker_time, ran_on[done], elapsed)
+    ran_on[done] = -1
+    member[done] = False
+    return done.size > 0
 
 
 def micro_tasks_reference(now, round_s, rate, remaining, active, placed, overran, to_finish,
