@@ -333,14 +333,8 @@ def _active_mask(ids, n_jobs):
 @njit(cache=True)
 def _credit_finished(ids, ran_on, member, worker_time, elapsed):
     active = _active_mask(ids, ran_on.shape[0])
-    gone = False
-    for j in range(ran_on.shape[0]):
-        if ran_on[j] >= 0 and not active[j]:
-            worker_time[ran_on[j]] += elapsed
-            ran_on[j] = -1
-            member[j] = False
-            gone = True
-    return gone
+    return _credit_completed(np.flatnonzero((ran_on >= 0) & ~active), ran_on, member,
+                             worker_time, elapsed)
 
 
 @njit(cache=True)
