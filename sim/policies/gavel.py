@@ -19,8 +19,8 @@ import numpy as np
 from ..errors import ConfigError
 from ..state import SchedState
 from . import register
-from .gavel_lp import (AllocationLP, finish_time_fair_allocation, isolated_allocation,
-                       makespan_allocation, proportional_allocation)
+from .gavel_lp import (DEFAULT_SOLVER, AllocationLP, finish_time_fair_allocation,
+                       isolated_allocation, makespan_allocation, proportional_allocation)
 from .gavel_rounds import GavelRounds
 
 
@@ -83,7 +83,7 @@ class _FinishTimeFairness(_GavelLP):
     clairvoyant = True
 
     def __init__(self, placement: str = "consolidated", time_per_round_s: float = 360.0,
-                 reset_interval_s: float = 1920.0, seed: int = 0, solver: str = "structured",
+                 reset_interval_s: float = 1920.0, seed: int = 0, solver: str = DEFAULT_SOLVER,
                  rel_tol: float = 1e-4):
         if not (0 < float(rel_tol) < 1):
             raise ConfigError(f"policy {self.name}: rel_tol must be in (0, 1), got {rel_tol!r}")
@@ -181,7 +181,7 @@ class _Fifo(GavelRounds):
     TYPE_RULES: ClassVar[tuple] = ("gavel-code", "random")
 
     def __init__(self, placement: str = "consolidated", time_per_round_s: float = 360.0,
-                 reset_interval_s: float = 1920.0, seed: int = 0, solver: str = "structured",
+                 reset_interval_s: float = 1920.0, seed: int = 0, solver: str = DEFAULT_SOLVER,
                  type_rule: str = "gavel-code"):
         if type_rule not in self.TYPE_RULES:
             raise ConfigError(f"policy {self.name}: unknown type_rule {type_rule!r}; choose "

@@ -74,6 +74,14 @@ def solve(scale, capacity, c, c_z, a, z_coef, rhs, use_z: bool, tol: float = TOL
                   bool(extra), bool(use_z and extra), float(tol), int(max_iter))
 
 
+def row_activities(scale, a, z_coef: float, X, z: float) -> np.ndarray:
+    """``A (X, z)``: the capacity rows, the job rows, then (when ``a`` is given) the extra rows."""
+    extra = a is not None
+    return _rows(np.ascontiguousarray(scale, np.float64),
+                 np.ascontiguousarray(a if extra else np.zeros(np.shape(X)), np.float64),
+                 float(z_coef), np.ascontiguousarray(X, np.float64), float(z), extra)
+
+
 @njit(cache=True)
 def _rows(scale, a, z_coef, X, z, extra):
     """Row activities ``A (X, z)`` (capacity, job, extra rows)."""

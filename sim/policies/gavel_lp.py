@@ -54,8 +54,9 @@ MAKESPAN_RATIO = 1.05
 
 
 #: every solver name: our structured interior point (:mod:`sim.policies.gavel_ipm`), then
-#: HiGHS's (:data:`SOLVERS`)
+#: HiGHS's (:data:`SOLVERS`); the first is every Gavel LP policy's default
 SOLVER_NAMES = ("structured", *SOLVERS)
+DEFAULT_SOLVER = SOLVER_NAMES[0]
 
 
 def check_solver(solver: str) -> str:
@@ -146,7 +147,7 @@ class AllocationLP:
     job's extra row); a solve only writes the extra rows' coefficients.
     """
 
-    def __init__(self, scale: np.ndarray, capacity: np.ndarray, solver: str = "structured"):
+    def __init__(self, scale: np.ndarray, capacity: np.ndarray, solver: str = DEFAULT_SOLVER):
         self.scale = np.asarray(scale, float)
         self.capacity = np.asarray(capacity, float)
         self.n, self.m = self.scale.shape[0], self.capacity.shape[0]
@@ -213,11 +214,7 @@ class AllocationLP:
                                           c[-1], a, z_coef, rhs, use_z)
         if status != gavel_ipm.OPTIMAL:
             return None
-        x = np.r_[X.ravel(), z]
-        act = np.concatenate([(self.scale[:, None] * X).sum(axis=0), X.sum(axis=1)])
-        if a is not None:
-            act = np.concatenate([act, z_coef * z - np.sum(np.asarray(a, float) * X, axis=1)])
-        return x, act
+        return np.r_[X.ravel(), z], gavel_ipm.row_activities(self.scale, a, z_coef, X, z)
 
     def _accepted(self, got, upper: np.ndarray):
         """x of a solve, or None when there is none or it fails linprog's acceptance test."""

@@ -68,7 +68,7 @@ from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 from .base import Policy
 from .gavel_kernels import (credit_completed, credit_finished, credit_running, micro_tasks,
                             round_plan)
-from .gavel_lp import check_solver
+from .gavel_lp import DEFAULT_SOLVER, check_solver
 
 class RoundClock(Policy):
     """What Gavel's round mechanisms share (over jobs here, over job combinations in
@@ -85,7 +85,7 @@ class RoundClock(Policy):
     single_type_jobs: ClassVar[bool] = True
 
     def __init__(self, placement: str = "consolidated", time_per_round_s: float = 360.0,
-                 reset_interval_s: float = 1920.0, seed: int = 0, solver: str = "structured"):
+                 reset_interval_s: float = 1920.0, seed: int = 0, solver: str = DEFAULT_SOLVER):
         super().__init__(placement)
         self.time_per_round_s = check_positive(self.name, "time_per_round_s", time_per_round_s)
         self.reset_interval_s = check_positive(self.name, "reset_interval_s", reset_interval_s, zero=True)

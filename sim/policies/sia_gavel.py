@@ -46,7 +46,7 @@ import numpy as np
 from ..errors import ConfigError, SimError
 from ..goodput.goodput import EPS
 from ..state import ARRIVAL, Plan, SchedState
-from .gavel_lp import AllocationLP, check_solver
+from .gavel_lp import DEFAULT_SOLVER, AllocationLP, check_solver
 from .gavel_rounds import check_positive
 from .goodput_base import GoodputPolicy, packed_counts
 from .peer_placement import PeerPlacer, peer_restarts
@@ -74,7 +74,7 @@ class SiaGavel(GoodputPolicy):
     rigid_policy: ClassVar[str | None] = "gavel-max-sum-throughput-perf"
 
     def __init__(self, placement: str = "consolidated", time_per_round_s: float = ROUND_S,
-                 solver: str = "structured"):
+                 solver: str = DEFAULT_SOLVER):
         super().__init__(placement)
         self.time_per_round_s = check_positive(self.name, "time_per_round_s", time_per_round_s)
         self.solver = check_solver(solver)
