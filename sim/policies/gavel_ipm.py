@@ -32,6 +32,8 @@ Plain-Python reference: tests/reference_gavel_ipm.py.
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
@@ -82,11 +84,20 @@ def row_activities(scale, a, z_coef: float, X, z: float) -> np.ndarray:
                  float(z_coef), np.ascontiguousarray(X, np.float64), float(z), extra)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _rows(scale, a, z_coef, X, z, extra):
     """Row activities ``A (X, z)`` (capacity, job, extra rows)."""
     n, m = X.shape
-    out = np.zeros(m + n + (n if extra else 0))
+    out = np.empty(m + n + (n if extra else 0))
+    _rows_into(scale, a, z_coef, X, z, extra, out)
+    return out
+
+
+@njit(cache=True, error_model="numpy")
+def _rows_into(scale, a, z_coef, X, z, extra, out):
+    """:func:`_rows` into ``out``."""
+    n, m = X.shape
+    out[:] = 0.0
     for i in range(n):
         for t in range(m):
             out[t] += scale[i] * X[i, t]
@@ -95,10 +106,9 @@ def _rows(scale, a, z_coef, X, z, extra):
                 out[m + n + i] -= a[i, t] * X[i, t]
         if extra:
             out[m + n + i] += z_coef * z
-    return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _cols(scale, a, z_coef, y, extra, out):
     """``A' y`` on the X columns into ``out`` [n, m]; returns its z entry."""
     n, m = out.shape
@@ -114,7 +124,7 @@ def _cols(scale, a, z_coef, y, extra, out):
     return yz
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _pair_sum(th, a, skip, extra):
     """``sum_{v<u} th_v th_u (a_v - a_u)^2`` over the types other than ``skip``."""
     total = 0.0
@@ -131,7 +141,7 @@ def _pair_sum(th, a, skip, extra):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _block_det(th, a, wj, we, skip, extra):
     """Determinant of job block ``B = K Theta K' + diag(wj, we)`` (``K = [1; -a]``) over the
     types other than ``skip``, summed from non-negative terms (Lagrange's identity) so that
@@ -147,7 +157,7 @@ def _block_det(th, a, wj, we, skip, extra):
     return _pair_sum(th, a, skip, extra) + wj * s2 + we * s0 + wj * we
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _factor(scale, a, z_coef, thx, thz, thw, extra, use_z):
     """Factor ``M = A diag(thx, thz) A' + diag(thw)`` for :func:`_eliminate`.
 
@@ -176,6 +186,7 @@ def _factor(scale, a, z_coef, thx, thz, thw, extra, use_z):
     base = m + 1 if use_z else m
     k = base
     dets = np.empty(n)
+    pairs = np.empty((m, m))
     for i in range(n):
         th, ai = thx[i], a[i]
         wj = thw[m + i]
@@ -210,31 +221,9 @@ def _factor(scale, a, z_coef, thx, thz, thw, extra, use_z):
             dom[i] = _global_block(S, ill[i], th, ai, sc, thw[m + i], thw[m + n + i],
                                    z_coef, m, use_z)
             continue
-        wj = thw[m + i]
         we = thw[m + n + i] if extra else 0.0
-        det = dets[i]
-        for t in range(m):
-            if extra:
-                gj, ge = we, -ai[t] * wj
-                for v in range(m):
-                    if v != t:
-                        gj += th[v] * ai[v] * (ai[v] - ai[t])
-                        ge += th[v] * (ai[v] - ai[t])
-                g[i, t, 0] = th[t] * sc * gj / det
-                g[i, t, 1] = th[t] * sc * ge / det
-            else:
-                g[i, t, 0] = th[t] * sc / det
-            S[t, t] += sc * sc * th[t] * _block_det(th, ai, wj, we, t, extra) / det
-            for u in range(t + 1, m):
-                kk = _cross(th, ai, t, u) + we + ai[t] * ai[u] * wj if extra else 1.0
-                off = -sc * sc * th[t] * th[u] * kk / det
-                S[t, u] += off
-                S[u, t] += off
-            if use_z:
-                S[t, m] -= z_coef * g[i, t, 1]
-                S[m, t] -= z_coef * g[i, t, 1]
-        if use_z:
-            S[m, m] -= z_coef * z_coef * binv[i, 2]
+        _eliminated_block(S, g[i], th, ai, sc, thw[m + i], we, dets[i], binv[i, 2], z_coef, m,
+                          extra, use_z, pairs)
     for t in range(m):
         if not (S[t, t] > 0.0):
             return binv, g, S, np.zeros(0, np.int64), ill, dom, False
@@ -242,7 +231,65 @@ def _factor(scale, a, z_coef, thx, thz, thw, extra, use_z):
     return binv, g, S, piv, ill, dom, piv.size == k
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
+def _eliminated_block(S, gi, th, ai, sc, wj, we, det, binv_ee, z_coef, m, extra, use_z, pairs):
+    """Add one eliminated job's Schur complement to the global system ``S`` and write its
+    ``g`` rows (``gi`` [m, 2]); see :func:`_factor`.  Every term is the closed form of
+    :func:`_block_det` and :func:`_cross`, evaluated in their order (``pairs``: scratch for
+    the job's ``theta_v theta_u (a_v - a_u)^2``)."""
+    if extra:
+        for v in range(m):
+            for u in range(v + 1, m):
+                d = ai[v] - ai[u]
+                pairs[v, u] = th[v] * th[u] * d * d
+    sc2 = sc * sc
+    for t in range(m):
+        tht, at = th[t], ai[t]
+        ts = tht * sc
+        if extra:
+            gj, ge = we, -at * wj
+            s0 = 0.0
+            s2 = 0.0
+            for v in range(m):
+                if v != t:
+                    tv, av = th[v], ai[v]
+                    dv = av - at
+                    gj += tv * av * dv
+                    ge += tv * dv
+                    s0 += tv
+                    s2 += tv * av * av
+            g0 = ts * gj / det
+            g1 = ts * ge / det
+            gi[t, 0] = g0
+            gi[t, 1] = g1
+            ps = 0.0
+            for v in range(m):
+                if v != t:
+                    for u in range(v + 1, m):
+                        if u != t:
+                            ps += pairs[v, u]
+            bd = ps + wj * s2 + we * s0 + wj * we
+        else:
+            gi[t, 0] = ts / det
+            s0 = 0.0
+            for v in range(m):
+                if v != t:
+                    s0 += th[v]
+            bd = s0 + wj
+        S[t, t] += sc2 * tht * bd / det
+        for u in range(t + 1, m):
+            kk = _cross(th, ai, t, u) + we + at * ai[u] * wj if extra else 1.0
+            off = -sc * sc * tht * th[u] * kk / det
+            S[t, u] += off
+            S[u, t] += off
+        if use_z:
+            S[t, m] -= z_coef * gi[t, 1]
+            S[m, t] -= z_coef * gi[t, 1]
+    if use_z:
+        S[m, m] -= z_coef * z_coef * binv_ee
+
+
+@njit(cache=True, error_model="numpy")
 def _lu(S):
     """In-place LU with partial pivoting of the small dense global system; returns the
     pivot rows, or an empty array when a pivot is zero or not finite (the caller gives the
@@ -269,7 +316,7 @@ def _lu(S):
     return piv
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _lu_solve(LU, piv, b):
     k = b.shape[0]
     x = np.empty(k)
@@ -285,7 +332,7 @@ def _lu_solve(LU, piv, b):
     return x
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _global_block(S, at, th, ai, sc, wj, we, z_coef, m, use_z):
     """Put a nearly singular job block into the global system at rows ``at`` (p) and
     ``at + 1`` (q), with its columns' and row slacks' coupling to the capacity rows and z;
@@ -317,7 +364,7 @@ def _global_block(S, at, th, ai, sc, wj, we, z_coef, m, use_z):
     return d
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _outer(S, w, i0, c0, i1, c1, i2, c2, i3, c3):
     """``S += w c c'`` for the vector c with entries c0..c3 at i0..i3 (indices may repeat)."""
     idx = (i0, i1, i2, i3)
@@ -327,7 +374,7 @@ def _outer(S, w, i0, c0, i1, c1, i2, c2, i3, c3):
             S[idx[x], idx[y]] += w * val[x] * val[y]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _cross(th, a, t, u):
     """``sum_{v != t, u} theta_v (a_v - a_t)(a_v - a_u)``: ``k_t' adj(B) k_u`` without its
     ``we + a_t a_u wj``."""
@@ -338,33 +385,38 @@ def _cross(th, a, t, u):
     return total
 
 
-@njit(cache=True)
-def _normal_solve(fac, thx, thz, thw, scale, a, z_coef, r, extra, use_z, out):
+@njit(cache=True, error_model="numpy")
+def _normal_solve(fac, thx, thz, thw, scale, a, z_coef, r, extra, use_z, out, work):
     """``out = M^-1 r``: :func:`_eliminate`, then iterative refinement against ``M`` applied
     exactly (``A Theta A' v + thw v``, O(n m)).  A job whose job and extra rows are both
     tight and which runs on one type has a nearly singular block: its two row duals are
     fixed only through the z column, and one elimination leaves errors that grow with the
-    spread of the thetas; refinement removes them."""
+    spread of the thetas; refinement removes them.  ``work``: scratch (:class:`_Work`)."""
     _eliminate(fac, thx, thz, scale, a, z_coef, r, extra, use_z, out)
-    rnorm = np.max(np.abs(r))
+    rnorm = _absmax(r)
     if not (rnorm > 0.0):
         return
     n, m = thx.shape
-    corr = np.empty_like(out)
-    at = np.empty((n, m))
+    corr, at, tat, act, res = work.corr, work.at, work.tat, work.act, work.res
     best = np.inf
     for _ in range(REFINEMENT_STEPS):
         atz = _cols(scale, a, z_coef, out, extra, at)
-        res = r - _rows(scale, a, z_coef, thx * at, thz * atz, extra) - thw * out
-        err = np.max(np.abs(res)) / rnorm
+        for i in range(n):
+            for t in range(m):
+                tat[i, t] = thx[i, t] * at[i, t]
+        _rows_into(scale, a, z_coef, tat, thz * atz, extra, act)
+        for k in range(r.shape[0]):
+            res[k] = r[k] - act[k] - thw[k] * out[k]
+        err = _absmax(res) / rnorm
         if not (err < best) or err <= REFINEMENT_TOLERANCE:
             return
         best = err
         _eliminate(fac, thx, thz, scale, a, z_coef, res, extra, use_z, corr)
-        out += corr
+        for k in range(out.shape[0]):
+            out[k] += corr[k]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _eliminate(fac, thx, thz, scale, a, z_coef, r, extra, use_z, out):
     """``out = M^-1 r`` by eliminating the job blocks (see :func:`_factor`)."""
     binv, g, LU, piv, ill, dom, _ = fac
@@ -410,7 +462,7 @@ def _eliminate(fac, thx, thz, scale, a, z_coef, r, extra, use_z, out):
             out[m + i] = yj
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _max_step(v, dv):
     step = 1.0
     for k in range(v.shape[0]):
@@ -419,7 +471,43 @@ def _max_step(v, dv):
     return step
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
+def _dot(u, v):
+    """``np.sum(u * v)``, summed in the same order (numpy's sum in Numba is sequential)."""
+    total = 0.0
+    for k in range(u.shape[0]):
+        total += u[k] * v[k]
+    return total
+
+
+@njit(cache=True, error_model="numpy")
+def _shifted_dot(u, du, step_u, v, dv, step_v):
+    """``np.sum((u + step_u du) * (v + step_v dv))``, in the same order."""
+    total = 0.0
+    for k in range(u.shape[0]):
+        total += (u[k] + step_u * du[k]) * (v[k] + step_v * dv[k])
+    return total
+
+
+@njit(cache=True, error_model="numpy")
+def _absmax(v):
+    """``np.max(np.abs(v))`` (a NaN anywhere gives NaN, as numpy's max in Numba)."""
+    best = abs(v[0])
+    if best != best:
+        return best
+    for k in range(1, v.shape[0]):
+        x = abs(v[k])
+        if x != x:
+            return x
+        if x > best:
+            best = x
+    return best
+
+
+_Work = namedtuple("_Work", "corr at tat act res")
+
+
+@njit(cache=True, error_model="numpy")
 def _solve(scale, capacity, c, c_z, a, z_coef, rhs, extra, use_z, tol, max_iter):
     n, m = c.shape
     nm = n * m
@@ -440,41 +528,46 @@ def _solve(scale, capacity, c, c_z, a, z_coef, rhs, extra, use_z, tol, max_iter)
     npairs = nm + R + (1 if use_z else 0)
     bnorm = 1.0 + np.max(np.abs(b))
     cnorm = 1.0 + max(np.max(np.abs(c)) if nm else 0.0, abs(c_z))
-    atY = np.empty((n, m))
-    thx = np.empty((n, m))
-    thw = np.empty(R)
-    rhat = np.empty(R)
-    dy = np.empty(R)
-    dX = np.empty((n, m))
-    dsX = np.empty((n, m))
-    dw = np.empty(R)
-    dsw = np.empty(R)
-    rcX = np.empty((n, m))
-    rcw = np.empty(R)
+    mats = np.empty((8, n, m))
+    atY, thx, dX, dsX, rcX, rdX, rhX, tX = (mats[0], mats[1], mats[2], mats[3], mats[4],
+                                            mats[5], mats[6], mats[7])
+    vecs = np.empty((10, R))
+    thw, rhat, dy, dw, dsw, rcw, rp, rdw, act, rhs_n = (vecs[0], vecs[1], vecs[2], vecs[3],
+                                                         vecs[4], vecs[5], vecs[6], vecs[7],
+                                                         vecs[8], vecs[9])
+    work = _Work(np.empty(R), np.empty((n, m)), np.empty((n, m)), np.empty(R), np.empty(R))
+    # flat views of the [n, m] arrays, for the element-wise loops
+    Xf, sXf, cf, atYf, thxf = X.reshape(nm), sX.reshape(nm), c.reshape(nm), atY.reshape(nm), thx.reshape(nm)
+    dXf, dsXf, rcXf, rdXf, rhXf, tXf = (dX.reshape(nm), dsX.reshape(nm), rcX.reshape(nm),
+                                        rdX.reshape(nm), rhX.reshape(nm), tX.reshape(nm))
     dz = dsz = rcz = 0.0
     glob_max = 0
     for it in range(max_iter + 1):
-        act = _rows(scale, a, z_coef, X, z, extra)
-        rp = b - act - w
+        _rows_into(scale, a, z_coef, X, z, extra, act)
+        for k in range(R):
+            rp[k] = b[k] - act[k] - w[k]
+            rdw[k] = -y[k] - sw[k]
         atz = _cols(scale, a, z_coef, y, extra, atY)
-        rdX = c - atY - sX
+        for k in range(nm):
+            rdXf[k] = cf[k] - atYf[k] - sXf[k]
         rdz = (c_z - atz - sz) if use_z else 0.0
-        rdw = -y - sw
-        gap = np.sum(X * sX) + np.sum(w * sw) + z * sz
+        gap = _dot(Xf, sXf) + _dot(w, sw) + z * sz
         mu = gap / npairs
-        pobj = np.sum(c * X) + c_z * z
-        dobj = np.sum(b * y)
-        pinf = np.max(np.abs(rp)) / bnorm
-        dinf = max(np.max(np.abs(rdX)) if nm else 0.0, abs(rdz), np.max(np.abs(rdw))) / cnorm
+        pobj = _dot(cf, Xf) + c_z * z
+        dobj = _dot(b, y)
+        pinf = _absmax(rp) / bnorm
+        dinf = max(_absmax(rdXf) if nm else 0.0, abs(rdz), _absmax(rdw)) / cnorm
         if not (np.isfinite(pinf) and np.isfinite(dinf) and np.isfinite(mu)):
             return X, z, NUMERICAL_TROUBLE, it, glob_max
         if pinf <= tol and dinf <= tol and abs(pobj - dobj) <= tol * (1.0 + abs(pobj)):
             return X, z, OPTIMAL, it, glob_max
         if it == max_iter:
             break
-        thx[:] = X / sX
+        for k in range(nm):
+            thxf[k] = Xf[k] / sXf[k]
         thz = z / sz if use_z else 0.0
-        thw[:] = w / sw
+        for k in range(R):
+            thw[k] = w[k] / sw[k]
         fac = _factor(scale, a, z_coef, thx, thz, thw, extra, use_z)
         if not fac[6]:
             return X, z, NUMERICAL_TROUBLE, it, glob_max
@@ -482,35 +575,44 @@ def _solve(scale, capacity, c, c_z, a, z_coef, rhs, extra, use_z, tol, max_iter)
         step_p = step_d = 0.0
         for phase in range(2):
             if phase == 0:                                  # predictor: sigma = 0
-                rcX[:] = -X * sX
-                rcw[:] = -w * sw
+                for k in range(nm):
+                    rcXf[k] = -Xf[k] * sXf[k]
+                for k in range(R):
+                    rcw[k] = -w[k] * sw[k]
                 rcz = -z * sz
             else:                                           # corrector, Mehrotra's sigma
-                mu_aff = (np.sum((X + step_p * dX) * (sX + step_d * dsX))
-                          + np.sum((w + step_p * dw) * (sw + step_d * dsw))
+                mu_aff = (_shifted_dot(Xf, dXf, step_p, sXf, dsXf, step_d)
+                          + _shifted_dot(w, dw, step_p, sw, dsw, step_d)
                           + (z + step_p * dz) * (sz + step_d * dsz)) / npairs
                 sigma = (mu_aff / mu) ** 3
-                rcX[:] = sigma * mu - X * sX - dX * dsX
-                rcw[:] = sigma * mu - w * sw - dw * dsw
-                rcz = sigma * mu - z * sz - dz * dsz if use_z else 0.0
+                smu = sigma * mu
+                for k in range(nm):
+                    rcXf[k] = smu - Xf[k] * sXf[k] - dXf[k] * dsXf[k]
+                for k in range(R):
+                    rcw[k] = smu - w[k] * sw[k] - dw[k] * dsw[k]
+                rcz = smu - z * sz - dz * dsz if use_z else 0.0
             # dv = theta (A' dy - rhat), rhat = rd - rc / v; A Theta A' dy = rp + A Theta rhat
-            rhX = rdX - rcX / X
+            for k in range(nm):
+                rhXf[k] = rdXf[k] - rcXf[k] / Xf[k]
+                tXf[k] = thxf[k] * rhXf[k]
             rhz = (rdz - rcz / z) if use_z else 0.0
             for k in range(R):
                 rhat[k] = rdw[k] - rcw[k] / w[k]
-            rhs_n = rp + _rows(scale, a, z_coef, thx * rhX, thz * rhz, extra) + thw * rhat
-            _normal_solve(fac, thx, thz, thw, scale, a, z_coef, rhs_n, extra, use_z, dy)
+            _rows_into(scale, a, z_coef, tX, thz * rhz, extra, act)
+            for k in range(R):
+                rhs_n[k] = rp[k] + act[k] + thw[k] * rhat[k]
+            _normal_solve(fac, thx, thz, thw, scale, a, z_coef, rhs_n, extra, use_z, dy, work)
             atz = _cols(scale, a, z_coef, dy, extra, atY)
-            dX[:] = thx * (atY - rhX)
+            for k in range(nm):
+                dXf[k] = thxf[k] * (atYf[k] - rhXf[k])
+                dsXf[k] = (rcXf[k] - sXf[k] * dXf[k]) / Xf[k]
             dz = thz * (atz - rhz) if use_z else 0.0
             for k in range(R):
                 dw[k] = thw[k] * (dy[k] - rhat[k])
-            dsX[:] = (rcX - sX * dX) / X
-            dsz = (rcz - sz * dz) / z if use_z else 0.0
-            for k in range(R):
                 dsw[k] = (rcw[k] - sw[k] * dw[k]) / w[k]
-            step_p = min(_max_step(X.ravel(), dX.ravel()), _max_step(w, dw))
-            step_d = min(_max_step(sX.ravel(), dsX.ravel()), _max_step(sw, dsw))
+            dsz = (rcz - sz * dz) / z if use_z else 0.0
+            step_p = min(_max_step(Xf, dXf), _max_step(w, dw))
+            step_d = min(_max_step(sXf, dsXf), _max_step(sw, dsw))
             if use_z:
                 if dz < 0.0:
                     step_p = min(step_p, -z / dz)
@@ -518,11 +620,13 @@ def _solve(scale, capacity, c, c_z, a, z_coef, rhs, extra, use_z, tol, max_iter)
                     step_d = min(step_d, -sz / dsz)
         step_p = min(1.0, STEP_FRACTION * step_p)
         step_d = min(1.0, STEP_FRACTION * step_d)
-        X += step_p * dX
-        w += step_p * dw
-        y += step_d * dy
-        sX += step_d * dsX
-        sw += step_d * dsw
+        for k in range(nm):
+            Xf[k] += step_p * dXf[k]
+            sXf[k] += step_d * dsXf[k]
+        for k in range(R):
+            w[k] += step_p * dw[k]
+            y[k] += step_d * dy[k]
+            sw[k] += step_d * dsw[k]
         if use_z:
             z += step_p * dz
             sz += step_d * dsz
