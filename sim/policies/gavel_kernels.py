@@ -174,52 +174,82 @@ def _priorities(x, frac_num, worker_time, thr, placeable):
     return pri
 
 
+#: runs sorted by insertion before :func:`_queues` merges them
+QUEUE_RUN = 16
+
+
 @njit(cache=True)
 def _queues(pri, deficit, x):
     """Per type, the jobs by (priority, deficit, allocation) descending, ties by position
-    (the order of ``np.lexsort((-x, -deficit, -pri))``), by a bottom-up merge sort on that
-    comparison."""
+    (the order of ``np.lexsort((-x, -deficit, -pri))``): a stable sort on that comparison
+    (insertion sort of short runs, then bottom-up merges; any stable sort gives the same
+    order)."""
     n, m = pri.shape
     queues = np.empty((m, n), np.int64)
     buf = np.empty(n, np.int64)
+    keys = np.empty((3, n))
     for t in range(m):
+        for i in range(n):
+            keys[0, i], keys[1, i], keys[2, i] = pri[i, t], deficit[i, t], x[i, t]
         q = queues[t]
         for i in range(n):
             q[i] = i
-        width = 1
+        for lo in range(0, n, QUEUE_RUN):
+            _insertion_sort(q, lo, min(lo + QUEUE_RUN, n), keys)
+        width = QUEUE_RUN
+        src, dst = q, buf
         while width < n:
             for lo in range(0, n, 2 * width):
-                mid, hi = min(lo + width, n), min(lo + 2 * width, n)
-                a, b, k = lo, mid, lo
-                while a < mid and b < hi:
-                    if _before(q[b], q[a], t, pri, deficit, x):
-                        buf[k] = q[b]
-                        b += 1
-                    else:
-                        buf[k] = q[a]
-                        a += 1
-                    k += 1
-                while a < mid:
-                    buf[k] = q[a]
-                    a += 1
-                    k += 1
-                while b < hi:
-                    buf[k] = q[b]
-                    b += 1
-                    k += 1
-            q[:] = buf
+                _merge(src, dst, lo, min(lo + width, n), min(lo + 2 * width, n), keys)
+            src, dst = dst, src
             width *= 2
+        if src is buf:
+            q[:] = buf
     return queues
 
 
+@njit(cache=True)
+def _insertion_sort(q, lo, hi, keys):
+    for i in range(lo + 1, hi):
+        v = q[i]
+        j = i - 1
+        while j >= lo and _before(v, q[j], keys):
+            q[j + 1] = q[j]
+            j -= 1
+        q[j + 1] = v
+
+
+@njit(cache=True)
+def _merge(src, dst, lo, mid, hi, keys):
+    """Merge the sorted runs src[lo:mid] and src[mid:hi] into dst[lo:hi], stably."""
+    a, b, k = lo, mid, lo
+    while a < mid and b < hi:
+        if _before(src[b], src[a], keys):
+            dst[k] = src[b]
+            b += 1
+        else:
+            dst[k] = src[a]
+            a += 1
+        k += 1
+    while a < mid:
+        dst[k] = src[a]
+        a += 1
+        k += 1
+    while b < hi:
+        dst[k] = src[b]
+        b += 1
+        k += 1
+
+
 @njit(cache=True, inline="always")
-def _before(i, j, t, pri, deficit, x):
-    """Job i strictly before job j on type t (the earlier position wins ties: stable)."""
-    if pri[i, t] != pri[j, t]:
-        return pri[i, t] > pri[j, t]
-    if deficit[i, t] != deficit[j, t]:
-        return deficit[i, t] > deficit[j, t]
-    return x[i, t] > x[j, t]
+def _before(i, j, keys):
+    """Job i strictly before job j (``keys``: priority, deficit, allocation on one type;
+    the earlier position wins ties: stable)."""
+    if keys[0, i] != keys[0, j]:
+        return keys[0, i] > keys[0, j]
+    if keys[1, i] != keys[1, j]:
+        return keys[1, i] > keys[1, j]
+    return keys[2, i] > keys[2, j]
 
 
 @njit(cache=True)
