@@ -27,7 +27,11 @@ method's path (ECOS's, IPX's and this one differ; docs/gavel.md, "Solver").
 
 :func:`solve` returns a status instead of raising: 0 optimal, 1 iteration limit, 2 numerical
 trouble (a zero pivot, a non-finite iterate, or more than ``MAX_GLOBAL_JOBS`` jobs to keep in
-the dense system); the caller falls back to HiGHS.
+the dense system); the caller falls back to HiGHS.  The kernels divide IEEE-style
+(``error_model="numpy"``): a zero divisor gives inf or NaN, which the finiteness checks turn
+into NUMERICAL_TROUBLE, never an exception.  The iteration works in preallocated buffers with
+one loop per update; every sum runs in the order numpy's ``sum`` in Numba uses (sequential),
+so the points are those of the array expressions it replaced, bit for bit.
 Plain-Python reference: tests/reference_gavel_ipm.py.
 """
 from __future__ import annotations
@@ -258,10 +262,8 @@ def _eliminated_block(S, gi, th, ai, sc, wj, we, det, binv_ee, z_coef, m, extra,
                     ge += tv * dv
                     s0 += tv
                     s2 += tv * av * av
-            g0 = ts * gj / det
-            g1 = ts * ge / det
-            gi[t, 0] = g0
-            gi[t, 1] = g1
+            gi[t, 0] = ts * gj / det
+            gi[t, 1] = ts * ge / det
             ps = 0.0
             for v in range(m):
                 if v != t:
