@@ -98,17 +98,22 @@ class SchedState:
         if self.oracle is None:
             raise ConfigError("this policy needs the throughput oracle in its SchedState "
                               "(SchedState.oracle is None)")
-        n, t = self.active.shape[0], len(self.cluster.gpu_types)
-        model = np.repeat(self.jobs.model[self.active].astype(np.int64), t)
-        ngpu = np.repeat(self.demand.astype(np.int64), t)
-        mask = np.tile(np.left_shift(np.int64(1), np.arange(t, dtype=np.int64)), n)
-        rates = self.oracle.rates(model, ngpu, np.ones(n * t, np.int64), mask, np.ones(n * t),
-                                  self.cluster.gpu_types)
-        return np.asarray(rates, float).reshape(n, t)
+        return type_throughput_rows(self.oracle, self.jobs, self.active, self.cluster.gpu_types)
 
     @property
     def running(self) -> np.ndarray:
         return self.ngpu > 0
+
+
+def type_throughput_rows(oracle, jobs: JobSpecs, ids: np.ndarray, gpu_types) -> np.ndarray:
+    """float64 [len(ids), n_types]: :attr:`SchedState.type_throughputs` of the jobs ``ids``
+    (each row depends on its job alone), in one vectorized ``oracle.rates`` call."""
+    n, t = ids.shape[0], len(gpu_types)
+    model = np.repeat(jobs.model[ids].astype(np.int64), t)
+    ngpu = np.repeat(jobs.demand[ids].astype(np.int64), t)
+    mask = np.tile(np.left_shift(np.int64(1), np.arange(t, dtype=np.int64)), n)
+    rates = oracle.rates(model, ngpu, np.ones(n * t, np.int64), mask, np.ones(n * t), gpu_types)
+    return np.asarray(rates, float).reshape(n, t)
 
 
 @dataclass(frozen=True, eq=False)

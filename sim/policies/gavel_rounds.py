@@ -64,7 +64,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import ConfigError, SimError
-from ..state import ARRIVAL, COMPLETION, Plan, SchedState
+from ..state import ARRIVAL, COMPLETION, Plan, SchedState, type_throughput_rows
 from .base import Policy
 from .gavel_kernels import (credit_completed, credit_finished, credit_running, micro_tasks,
                             round_plan)
@@ -304,16 +304,33 @@ class GavelRounds(RoundClock):
 
 
 class ThroughputCache:
-    """``state.type_throughputs``, reused while the active set is the same (it depends only
-    on the jobs' models and GPU counts, which do not change during a run)."""
+    """``state.type_throughputs``, reused while the active set is the same, and each job's
+    row computed once per run (it depends only on the job's model and GPU count, which do
+    not change during a run): a new active set computes the rows of its new jobs only."""
 
     def __init__(self):
         self._ids: np.ndarray | None = None
         self._thr = np.zeros((0, 0))
+        self._source = None            # (jobs, oracle, GPU types) the rows were computed for
+        self._rows = np.zeros((0, 0))  # [n_jobs, n_types], valid where _known
+        self._known = np.zeros(0, bool)
 
     def get(self, state: SchedState) -> np.ndarray:
-        if self._ids is None or not np.array_equal(self._ids, state.active):
-            self._ids, self._thr = state.active.copy(), state.type_throughputs
+        if self._ids is not None and np.array_equal(self._ids, state.active):
+            return self._thr
+        if state.oracle is None:
+            return state.type_throughputs            # raises the state's error
+        types = state.cluster.gpu_types
+        source = (state.jobs, state.oracle, types)
+        if self._source is None or any(a is not b for a, b in zip(source, self._source)):
+            self._source = source
+            self._rows = np.zeros((len(state.jobs), len(types)))
+            self._known = np.zeros(len(state.jobs), bool)
+        new = state.active[~self._known[state.active]]
+        if new.size:
+            self._rows[new] = type_throughput_rows(state.oracle, state.jobs, new, types)
+            self._known[new] = True
+        self._ids, self._thr = state.active.copy(), self._rows[state.active]
         return self._thr
 
 
