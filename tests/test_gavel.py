@@ -571,3 +571,22 @@ def test_a_failed_ipm_solve_falls_back_to_the_simplex(monkeypatch):
     x, z = lp.max_min(np.array([[1.0, 2.0], [2.0, 1.0]]))
     assert lp.simplex_fallbacks == 1 and z == pytest.approx(2.0)
     np.testing.assert_allclose(x, [[0.0, 1.0], [1.0, 0.0]], atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_throughput_cache_is_the_states_matrix(data):
+    """The rows a ThroughputCache keeps across active sets (and resets for another oracle)
+    are the state's own ``type_throughputs``, whatever the sequence of active sets."""
+    from engine_helpers import BarredOracle
+    from sim.policies.gavel_rounds import ThroughputCache
+    cluster = _two_gpu_cluster()
+    n = 6
+    jobs = specs([0.0] * n, data.draw(st.lists(st.sampled_from([1, 2]), min_size=n, max_size=n)),
+                 [10.0] * n, model=data.draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    cache, oracles = ThroughputCache(), (LinearOracle(), BarredOracle())
+    for _ in range(data.draw(st.integers(1, 6))):
+        active = sorted(data.draw(st.sets(st.integers(0, n - 1), max_size=n)))
+        s = _state(cluster, jobs, 0.0, active, {})
+        s = SchedState(**{**s.__dict__, "oracle": oracles[data.draw(st.integers(0, 1))]})
+        np.testing.assert_array_equal(cache.get(s), s.type_throughputs)

@@ -316,16 +316,16 @@ class ThroughputCache:
         self._known = np.zeros(0, bool)
 
     def get(self, state: SchedState) -> np.ndarray:
-        if self._ids is not None and np.array_equal(self._ids, state.active):
-            return self._thr
         if state.oracle is None:
             return state.type_throughputs            # raises the state's error
         types = state.cluster.gpu_types
         source = (state.jobs, state.oracle, types)
         if self._source is None or any(a is not b for a, b in zip(source, self._source)):
-            self._source = source
+            self._source, self._ids = source, None
             self._rows = np.zeros((len(state.jobs), len(types)))
             self._known = np.zeros(len(state.jobs), bool)
+        elif self._ids is not None and np.array_equal(self._ids, state.active):
+            return self._thr
         new = state.active[~self._known[state.active]]
         if new.size:
             self._rows[new] = type_throughput_rows(state.oracle, state.jobs, new, types)
