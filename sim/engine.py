@@ -689,7 +689,7 @@ def _rate_scale(plan: Plan, k: int, policy_name: str) -> np.ndarray | None:
     scale = np.asarray(plan.rate_scale, float)
     if scale.shape != (k,):
         raise SimError(f"policy {policy_name}: rate_scale has shape {scale.shape}, expected ({k},)")
-    if not (np.all(scale > 0) and np.all(np.isfinite(scale))):
+    if scale.size and not (scale.min() > 0 and scale.max() < np.inf):     # NaN fails too
         raise SimError(f"policy {policy_name}: rate_scale must be finite and > 0")
     return scale
 

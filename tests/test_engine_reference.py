@@ -254,3 +254,28 @@ def test_shared_flags_must_be_bools_per_job():
     jobs = specs([0.0, 0.0], [2, 2], [60.0, 120.0], [0, 0], delay=0.0)
     with pytest.raises(SimError, match="shared must be a bool array"):
         run_jobs(small_cluster(), jobs, _BadFlags(), LinearOracle(), EngineConfig(round_s=0.0))
+
+
+class _BadScale(_ScaledSRTF):
+    """SRTF whose rate scale turns invalid (``bad``) at its second decision."""
+
+    def __init__(self, bad):
+        super().__init__()
+        self.bad, self.calls = bad, 0
+
+    def schedule(self, state):
+        from sim.state import Plan
+        plan = super().schedule(state)
+        self.calls += 1
+        scale = plan.rate_scale.copy()
+        if self.calls > 1 and scale.size:
+            scale[-1] = self.bad
+        return Plan(plan.indptr, plan.nodes, plan.counts, wakeup=plan.wakeup, rate_scale=scale)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, np.inf, np.nan])
+def test_invalid_rate_scale_stops_the_run(bad):
+    from sim.errors import SimError
+    jobs = specs([0.0, 5.0, 10.0], [1, 1, 1], [100.0, 100.0, 100.0])
+    with pytest.raises(SimError, match="rate_scale must be finite and > 0"):
+        run_jobs(small_cluster(), jobs, _BadScale(bad), LinearOracle(), EngineConfig(round_s=0.0))

@@ -318,10 +318,9 @@ class ThroughputCache:
     def get(self, state: SchedState) -> np.ndarray:
         if state.oracle is None:
             return state.type_throughputs            # raises the state's error
-        types = state.cluster.gpu_types
-        source = (state.jobs, state.oracle, types)
-        if self._source is None or any(a is not b for a, b in zip(source, self._source)):
-            self._source, self._ids = source, None
+        types, was = state.cluster.gpu_types, self._source
+        if was is None or not (state.jobs is was[0] and state.oracle is was[1] and types is was[2]):
+            self._source, self._ids = (state.jobs, state.oracle, types), None
             self._rows = np.zeros((len(state.jobs), len(types)))
             self._known = np.zeros(len(state.jobs), bool)
         elif self._ids is not None and np.array_equal(self._ids, state.active):
