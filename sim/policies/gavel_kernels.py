@@ -210,6 +210,8 @@ def _queues(pri, deficit, x):
 
 @njit(cache=True)
 def _insertion_sort(q, lo, hi, keys):
+    """Sort q[lo:hi] in place by :func:`_before`, stably (a job moves only past jobs it is
+    strictly before)."""
     for i in range(lo + 1, hi):
         v = q[i]
         j = i - 1
