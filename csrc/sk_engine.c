@@ -436,6 +436,44 @@ int sk_engine_step(sk_engine *e, sk_batch *b) {
     }
 }
 
+static int quiet_point(const sk_engine *e, const sk_batch *b, double until,
+                       const sk_quiet_rows *q) {
+    return !(b->reasons & ~(SK_WHY_ARRIVAL | SK_WHY_COMPLETION)) && e->n_running > 0 &&
+           b->now < until && q->n < q->cap && q->n_completed + b->n_completed <= q->job_cap;
+}
+
+static void record_quiet(const sk_engine *e, const sk_batch *b, const double *fgd_weights,
+                         const int64_t *fgd_base, sk_quiet_rows *q) {
+    double fgd = 0.0;
+    for (int32_t n = 0; n < e->n_nodes; n++)
+        fgd += fgd_weights[fgd_base[n] + e->node_cap[n] - e->node_used[n]];
+    int64_t i = q->n++;
+    q->time[i] = b->now;
+    q->used_gpus[i] = e->used_gpus;
+    q->queued[i] = e->n_queued;
+    q->running[i] = e->n_running;
+    q->fgd[i] = fgd;
+    for (int64_t k = 0; k < b->n_completed; k++) {
+        q->completed[q->n_completed] = b->completed[k];
+        q->completed_at[q->n_completed++] = b->now;
+    }
+}
+
+int sk_engine_step_quiet(sk_engine *e, sk_batch *b, double until, const double *fgd_weights,
+                         const int64_t *fgd_base, sk_quiet_rows *q) {
+    if (!e || !b || !fgd_weights || !fgd_base || !q || q->cap < 0 || q->job_cap < 0 ||
+        (q->cap > 0 && (!q->time || !q->used_gpus || !q->queued || !q->running || !q->fgd)) ||
+        (q->job_cap > 0 && (!q->completed || !q->completed_at)))
+        return SK_EINVAL;
+    q->n = 0;
+    q->n_completed = 0;
+    for (;;) {
+        int rc = sk_engine_step(e, b);
+        if (rc != SK_DECISION || !quiet_point(e, b, until, q)) return rc;
+        record_quiet(e, b, fgd_weights, fgd_base, q);
+    }
+}
+
 /* ---------------------------------------------------------------- apply */
 
 static int store_placement(sk_engine *e, int64_t j, const int32_t *nodes,

@@ -88,6 +88,30 @@ const char *sk_engine_message(const sk_engine *e);
  * (SK_DONE). */
 int sk_engine_step(sk_engine *e, sk_batch *batch);
 
+/* The decision points sk_engine_step_quiet passes over, one row each, in arrays of cap entries
+ * owned by the caller (n rows written); completed / completed_at (job_cap entries) hold the
+ * jobs that finished at them, in order, with their times. */
+typedef struct {
+    int64_t cap;
+    int64_t n;
+    double *time;
+    int64_t *used_gpus;
+    int64_t *queued;
+    int64_t *running;
+    double *fgd;              /* sum over nodes of fgd_weights[fgd_base[node] + free GPUs] */
+    int64_t job_cap;
+    int64_t n_completed;
+    int64_t *completed;
+    double *completed_at;
+} sk_quiet_rows;
+
+/* sk_engine_step, passing over the decision points that a round policy holds through: those
+ * made by arrivals and completions alone, with jobs still running, before time `until`.  Each
+ * one passed over is recorded in rows; the first other one (or SK_DONE, or an error) is
+ * returned as sk_engine_step returns it, as is a quiet one that finds rows full. */
+int sk_engine_step_quiet(sk_engine *e, sk_batch *batch, double until, const double *fgd_weights,
+                         const int64_t *fgd_base, sk_quiet_rows *rows);
+
 /* Change allocations at the current time.  For each of the n listed jobs,
  * job_ids[i] gets the placement nodes[indptr[i]:indptr[i+1]] with GPU counts
  * counts[...] (an empty range preempts it) and the progress rate rates[i]

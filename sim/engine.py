@@ -121,6 +121,32 @@ def _allowed(workload) -> tuple | None:
     return tuple(allowed)
 
 
+class QuietRows:
+    """The rows of the decision points ``sk_engine_step_quiet`` passes over (its buffers)."""
+
+    #: decision points recorded per call at most (a full buffer returns the point to Python)
+    CAP = 4096
+
+    def __init__(self, n_jobs: int):
+        cap, job_cap = self.CAP, max(n_jobs, 1)
+        self.arrays = {"time": np.empty(cap), "used_gpus": np.empty(cap, np.int64),
+                       "queued": np.empty(cap, np.int64), "running": np.empty(cap, np.int64),
+                       "fgd": np.empty(cap), "completed": np.empty(job_cap, np.int64),
+                       "completed_at": np.empty(job_cap)}
+        self.c = ffi.new("sk_quiet_rows *")
+        self.c.cap, self.c.job_cap = cap, job_cap
+        for key, arr in self.arrays.items():
+            setattr(self.c, key, ffi.from_buffer(_CTYPE[arr.dtype.str], arr))
+
+    def rows(self) -> dict[str, np.ndarray]:
+        n = self.c.n
+        return {k: v[:n] for k, v in self.arrays.items() if k not in ("completed", "completed_at")}
+
+    def completions(self) -> tuple[np.ndarray, np.ndarray]:
+        n = self.c.n_completed
+        return self.arrays["completed"][:n], self.arrays["completed_at"][:n]
+
+
 class _Kernel:
     """Owns one sk_engine and the buffers Python hands it."""
 
@@ -159,6 +185,7 @@ class _Kernel:
         self._sizes = (ffi.new("int64_t *"), ffi.new("int64_t *"))
         self._free = np.empty(cluster.n_nodes, np.int32)
         self._ptr_free = ffi.from_buffer("int32_t[]", self._free)
+        self._quiet: QuietRows | None = None
 
     def _grow_placement(self, size: int) -> None:
         self._pl_nodes = np.empty(size, np.int32)
@@ -174,6 +201,18 @@ class _Kernel:
 
     def step(self) -> int:
         return self._check(lib.sk_engine_step(self.ptr, self.batch), "sk_engine_step")
+
+    def step_quiet(self, until: float, fgd_flat: np.ndarray, fgd_base: np.ndarray):
+        """``step``, passing over the decision points a round policy holds through
+        (sk_engine_step_quiet): returns the status and the rows of the points passed over
+        (``QuietRows``: views valid until the next call)."""
+        q = self._quiet
+        if q is None:
+            q = self._quiet = QuietRows(self.n)
+        rc = lib.sk_engine_step_quiet(self.ptr, self.batch, float(until),
+                                      as_cdata("double *", fgd_flat), as_cdata("int64_t *", fgd_base),
+                                      q.c)
+        return self._check(rc, "sk_engine_step_quiet"), q
 
     def snapshot(self, cluster: Cluster, jobs: JobSpecs, queued_only: bool = False,
                  oracle=None, type_choice: str = DEFAULT_TYPE_CHOICE, type_seed: int = 0,
@@ -408,6 +447,9 @@ class _Run:
         self.skip_mid_round = shortcuts and bool(getattr(policy, "skips_mid_round", False))
         self.lone_mode = (PLACEMENT_MODES[policy.placement]
                           if shortcuts and getattr(policy, "place_lone_arrivals", False) else None)
+        # the kernel passes over the mid-round points itself when no other shortcut comes first
+        self.quiet = (self.skip_mid_round and not self.skippable and not self.skip_idle_completions
+                      and self.lone_mode is None and hasattr(policy, "hold_until"))
         self.engine_placed = 0
         self.skipped = 0
         self.queued_view = _policy_view(policy) == "queued"
@@ -438,7 +480,7 @@ class _Run:
             if bar is not None:
                 bar.update(n_done - done_before)
                 done_before = n_done
-            status = self.step()
+            status = self.next_point()
         if bar is not None:
             bar.update(n - done_before)
             bar.close()
@@ -449,6 +491,36 @@ class _Run:
         status = self.kernel.step()
         self.times["kernel_s"] += time.perf_counter() - t0
         return status
+
+    def next_point(self) -> int:
+        """The next decision point for Python: the kernel passes over (and records) those a
+        round policy holds through (``_mid_round``'s, found in C: sk_engine_step_quiet)."""
+        until = self.policy.hold_until(self.kernel.batch.now, self.jobs) if self.quiet else None
+        if until is None:
+            return self.step()
+        t0 = time.perf_counter()
+        status, quiet = self.kernel.step_quiet(until, self.fgd_flat, self.fgd_base)
+        self.times["kernel_s"] += time.perf_counter() - t0
+        if quiet.c.n:
+            self.record_quiet(quiet)
+        return status
+
+    def record_quiet(self, quiet) -> None:
+        """What ``decide`` (``_mid_round``) and ``record`` do at each point the kernel passed
+        over: the policy is told of the completions, the timeline gets a row."""
+        rows = quiet.rows()
+        ids, at = quiet.completions()
+        self.policy.note_completed(float(rows["time"][-1]), ids, at)
+        tl = self.timeline
+        tl.time.extend(rows["time"].tolist())
+        tl.used_gpus.extend(rows["used_gpus"].tolist())
+        tl.queued.extend(rows["queued"].tolist())
+        tl.running.extend(rows["running"].tolist())
+        self.fgd_values.extend(rows["fgd"].tolist())
+        waiting = rows["queued"] > 0
+        self.idle_while_waiting.extend((self.cluster.total_gpus - rows["used_gpus"][waiting]).tolist())
+        self.idle_decisions = 0             # jobs ran at every one of them: no stall
+        self.skipped += len(rows["time"])
 
     def run_native(self, job_ids) -> SimResult:
         """The whole run inside the kernel (sim.native): decisions, records and all."""

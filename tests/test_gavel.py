@@ -297,6 +297,42 @@ def test_skipped_mid_round_decisions_change_nothing(gavel_run, monkeypatch, name
         np.testing.assert_array_equal(got, want)
 
 
+def _same_run(got, want):
+    np.testing.assert_array_equal(got.finish, want.finish)
+    np.testing.assert_array_equal(got.first_start, want.first_start)
+    np.testing.assert_array_equal(got.restarts, want.restarts)
+    for a, b in zip(got.timeline.arrays().values(), want.timeline.arrays().values()):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(got.fragmentation["fgd"], want.fragmentation["fgd"], rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_array_equal(got.fragmentation["idle_gpus_while_waiting"],
+                                  want.fragmentation["idle_gpus_while_waiting"])
+    assert (got.decisions, got.skipped_decisions) == (want.decisions, want.skipped_decisions)
+
+
+def _quiet_runs(monkeypatch, cluster, jobs, oracle, name, caps=(0, 1, 3)):
+    """The run with the kernel passing over mid-round points (sk_engine_step_quiet), and with
+    its row buffer of each size in ``caps`` (0: every point back to Python, ``_mid_round``)."""
+    from sim.engine import QuietRows
+    config = EngineConfig(restart_delay_s=0.0)
+    fast = simulate(cluster, jobs, get_policy(name), oracle, config)
+    others = []
+    for cap in caps:
+        monkeypatch.setattr(QuietRows, "CAP", cap)
+        others.append(simulate(cluster, jobs, get_policy(name), oracle, config))
+    monkeypatch.undo()
+    return fast, others
+
+
+@pytest.mark.parametrize("name", ["gavel-max-min-fairness-perf", "gavel-fifo",
+                                  "gavel-min-total-duration-perf"])
+def test_kernel_passes_over_mid_round_points_as_python_does(gavel_run, monkeypatch, name):
+    fast, others = _quiet_runs(monkeypatch, *gavel_run, name)
+    assert fast.skipped_decisions > 0
+    for other in others:
+        _same_run(fast, other)
+
+
 def test_all_ten_gavel_names_registered():
     assert GAVEL == sorted([
         "gavel-fifo", "gavel-fifo-perf", "gavel-finish-time-fairness", "gavel-gandiva",
@@ -590,3 +626,19 @@ def test_throughput_cache_is_the_states_matrix(data):
         s = _state(cluster, jobs, 0.0, active, {})
         s = SchedState(**{**s.__dict__, "oracle": oracles[data.draw(st.integers(0, 1))]})
         np.testing.assert_array_equal(cache.get(s), s.type_throughputs)
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 30), load=st.sampled_from([4.0, 12.0, 40.0]),
+       name=st.sampled_from(["gavel-max-min-fairness-perf", "gavel-fifo-perf",
+                             "gavel-finish-time-fairness"]))
+def test_quiet_stepping_matches_python_on_random_traces(seed, n, load, name):
+    # sk_engine_step_quiet against its plain-Python reference: every mid-round point returned to
+    # Python and skipped there (Engine._mid_round), with full and tiny row buffers
+    import pytest as _pytest
+    oracle = TableThroughput.builtin()
+    jobs = generate_workload(n, load_jobs_per_hour=load, seed=seed, throughput=oracle)
+    with _pytest.MonkeyPatch.context() as mp:
+        fast, others = _quiet_runs(mp, load_cluster("gavel-108"), jobs, oracle, name, caps=(0, 1))
+    for other in others:
+        _same_run(fast, other)

@@ -321,12 +321,14 @@ def credit_finished(ids, ran_on, member, worker_time, elapsed: float) -> bool:
                                  worker_time, float(elapsed)))
 
 
-def credit_completed(job_ids, ran_on, member, worker_time, elapsed: float) -> bool:
-    """:func:`credit_finished` for jobs known to have finished (``job_ids``, at a skipped
-    decision): those dispatched this round credit ``elapsed`` to their type and leave the
-    round and the job set.  In place; True if any left."""
-    return bool(_credit_completed(np.ascontiguousarray(job_ids, np.int64), ran_on, member,
-                                  worker_time, float(elapsed)))
+def credit_completed(job_ids, ran_on, member, worker_time, elapsed) -> bool:
+    """:func:`credit_finished` for jobs known to have finished (``job_ids``, at skipped
+    decisions): those dispatched this round credit ``elapsed`` (seconds, one for all or one
+    a job) to their type, in order, and leave the round and the job set.  In place; True if
+    any left."""
+    ids = np.ascontiguousarray(job_ids, np.int64)
+    return bool(_credit_completed(ids, ran_on, member, worker_time,
+                                  np.broadcast_to(np.asarray(elapsed, np.float64), ids.shape)))
 
 
 def micro_tasks(now: float, round_s: float, rate, remaining, active, placed, overran, to_finish,
@@ -365,16 +367,17 @@ def _active_mask(ids, n_jobs):
 @njit(cache=True)
 def _credit_finished(ids, ran_on, member, worker_time, elapsed):
     active = _active_mask(ids, ran_on.shape[0])
-    return _credit_completed(np.flatnonzero((ran_on >= 0) & ~active), ran_on, member,
-                             worker_time, elapsed)
+    gone = np.flatnonzero((ran_on >= 0) & ~active)
+    return _credit_completed(gone, ran_on, member, worker_time, np.full(gone.shape[0], elapsed))
 
 
 @njit(cache=True)
 def _credit_completed(job_ids, ran_on, member, worker_time, elapsed):
     gone = False
-    for j in job_ids:
+    for i in range(job_ids.shape[0]):
+        j = job_ids[i]
         if ran_on[j] >= 0:
-            worker_time[ran_on[j]] += elapsed
+            worker_time[ran_on[j]] += elapsed[i]
             ran_on[j] = -1
             member[j] = False
             gone = True

@@ -112,11 +112,20 @@ class RoundClock(Policy):
     def between_rounds(self, now: float, jobs) -> bool:
         """Whether a decision at ``now`` on arrivals or completions alone, with jobs still
         running, falls inside a round of this run (:meth:`schedule` would hold)."""
-        return (self.skips_mid_round and self._jobs is jobs and self.round_end is not None
-                and self._now <= now < self.round_end * (1 - 1e-12))
+        until = self.hold_until(now, jobs)
+        return until is not None and now < until
 
-    def note_completed(self, now: float, job_ids: np.ndarray) -> None:
-        """The jobs ``job_ids`` finished at ``now``, inside a round (a skipped decision)."""
+    def hold_until(self, now: float, jobs) -> float | None:
+        """The time before which every decision from ``now`` on, on arrivals or completions
+        alone with jobs still running, falls inside this run's round (None: not known)."""
+        if self.skips_mid_round and self._jobs is jobs and self.round_end is not None \
+                and self._now <= now:
+            return self.round_end * (1 - 1e-12)
+        return None
+
+    def note_completed(self, now: float, job_ids: np.ndarray, at: np.ndarray | None = None) -> None:
+        """The jobs ``job_ids`` finished inside a round (at skipped decisions), at ``now`` or
+        at the times ``at`` (aligned with ``job_ids``, in order, none after ``now``)."""
         raise NotImplementedError
 
     def _hold(self, state: SchedState) -> Plan:
@@ -234,11 +243,11 @@ class GavelRounds(RoundClock):
                            state.now - self.credit_start):
             self.need_update = True
 
-    def note_completed(self, now: float, job_ids: np.ndarray) -> None:
-        """What :meth:`_credit_finished` does at a decision, for a skipped one."""
+    def note_completed(self, now: float, job_ids: np.ndarray, at: np.ndarray | None = None) -> None:
+        """What :meth:`_credit_finished` does at a decision, for skipped ones."""
         self._now = now
         if credit_completed(job_ids, self.ran_on, self.member, self.worker_time,
-                            now - self.credit_start):
+                            (now if at is None else at) - self.credit_start):
             self.need_update = True
 
     def _credit_running(self, state: SchedState) -> None:

@@ -296,6 +296,50 @@ static void test_shared_placement_sizes(void) {
     sk_engine_free(e);
 }
 
+static void test_step_quiet(void) {
+    /* jobs 0, 1 start at 0 (done at 10 and 100); 2 arrives at 20, 3 at 50, 4 at 60 */
+    int32_t gpus[1] = {4};
+    double arrival[5] = {0.0, 0.0, 20.0, 50.0, 60.0}, work[5] = {10.0, 100.0, 5.0, 5.0, 5.0};
+    double delay[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    sk_engine *e = NULL;
+    CHECK(sk_engine_new(&e, 1, gpus, 5, arrival, work, delay, NULL, 0.0, 0.0,
+                        SK_WHY_ARRIVAL | SK_WHY_COMPLETION) == SK_OK);
+    int64_t arrived[5], completed[5];
+    sk_batch b = {0};
+    b.arrived = arrived;
+    b.completed = completed;
+    CHECK(sk_engine_step(e, &b) == SK_DECISION && b.n_arrived == 2);
+    int64_t ids[2] = {0, 1}, indptr[3] = {0, 1, 2};
+    int32_t nodes[2] = {0, 0}, counts[2] = {1, 1};
+    double rates[2] = {1.0, 1.0};
+    CHECK(sk_engine_apply(e, 2, ids, indptr, nodes, counts, rates) == SK_OK);
+    double weights[5] = {0.0, 1.5, 3.0, 4.5, 6.0}, t[4], fgd[4], at[5];
+    int64_t base[1] = {0}, used[4], queued[4], running[4], done[5];
+    sk_quiet_rows q = {4, 0, t, used, queued, running, fgd, 5, 0, done, at};
+    CHECK(sk_engine_step_quiet(e, &b, 40.0, weights, base, NULL) == SK_EINVAL);
+    CHECK(sk_engine_step_quiet(e, &b, 40.0, NULL, base, &q) == SK_EINVAL);
+    /* passes over 10 (job 0 done, job 1 runs) and 20 (job 2 arrives); 50 is not before 40 */
+    CHECK(sk_engine_step_quiet(e, &b, 40.0, weights, base, &q) == SK_DECISION);
+    CHECK(b.now == 50.0 && b.n_arrived == 1 && arrived[0] == 3 && b.n_completed == 0);
+    CHECK(q.n == 2 && t[0] == 10.0 && t[1] == 20.0);
+    CHECK(used[0] == 1 && used[1] == 1 && queued[0] == 0 && queued[1] == 1);
+    CHECK(running[0] == 1 && running[1] == 1 && fgd[0] == 4.5 && fgd[1] == 4.5);
+    CHECK(q.n_completed == 1 && done[0] == 0 && at[0] == 10.0);
+    /* rows full: the point at 60 (a quiet one) comes back as a decision */
+    q.cap = 0;
+    CHECK(sk_engine_step_quiet(e, &b, 1000.0, weights, base, &q) == SK_DECISION);
+    CHECK(b.now == 60.0 && q.n == 0 && q.n_completed == 0);
+    /* a timer is not quiet */
+    q.cap = 2;
+    CHECK(sk_engine_set_timer(e, 70.0) == SK_OK);
+    CHECK(sk_engine_step_quiet(e, &b, 1000.0, weights, base, &q) == SK_DECISION);
+    CHECK(b.now == 70.0 && (b.reasons & SK_WHY_TIMER) && q.n == 0);
+    /* job 1's completion leaves nothing running: not quiet */
+    CHECK(sk_engine_step_quiet(e, &b, 1000.0, weights, base, &q) == SK_DECISION);
+    CHECK(b.now == 100.0 && b.n_completed == 1 && completed[0] == 1 && q.n == 0);
+    sk_engine_free(e);
+}
+
 int main(void) {
     test_two_jobs_one_node();
     test_errors();
@@ -304,6 +348,7 @@ int main(void) {
     test_versions_retire_events();
     test_shared_gpus();
     test_shared_placement_sizes();
+    test_step_quiet();
     sk_engine_free(NULL);
     if (failures) {
         fprintf(stderr, "%d failed\n", failures);
