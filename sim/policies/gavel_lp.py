@@ -31,7 +31,7 @@ import importlib
 import numpy as np
 
 from ..errors import ConfigError, SimError
-from . import gavel_ipm
+from . import gavel_hsd, gavel_ipm
 
 #: HiGHS options per solver name (see the module docstring): ``linprog``'s for the method
 #: ``highs-ipm`` with ``presolve=False, run_crossover="off"``, and for ``highs-ds``
@@ -161,6 +161,7 @@ class AllocationLP:
         self.col_upper = np.r_[np.ones(nm), _HIGHS.inf]
         self.simplex_fallbacks = 0      # solves the IPM failed and the simplex made (_solve)
         self.highs_fallbacks = 0        # solves the structured IPM failed and HiGHS made
+        self.ecos_path_fallbacks = 0    # feasibility solves gavel_hsd failed (_structured)
 
     # -- pieces --------------------------------------------------------------
     def _matrix(self, a: np.ndarray | None, z_coef: float):
@@ -207,9 +208,16 @@ class AllocationLP:
         """(x, row activities) from :func:`sim.policies.gavel_ipm.solve`, or None.  The z
         column enters only when it has a cost or a coefficient (the feasibility problem has
         neither); X has no upper bound there (Gavel's own formulation), the job rows
-        bound it."""
+        bound it.  The feasibility problem is solved on ECOS's path first
+        (:mod:`sim.policies.gavel_hsd`; ``ecos_path_fallbacks`` counts the solves it cannot
+        finish, which go to the interior point here)."""
         n, m = self.n, self.m
         use_z = a is not None and (c[-1] != 0.0 or z_coef != 0.0)
+        if a is not None and not use_z and not c.any():
+            X, status, _ = gavel_hsd.solve_feasibility(self.scale, self.capacity, a, -rhs)
+            if status == gavel_hsd.OPTIMAL:
+                return np.r_[X.ravel(), 0.0], gavel_ipm.row_activities(self.scale, a, 0.0, X, 0.0)
+            self.ecos_path_fallbacks += 1
         X, z, status, *_ = gavel_ipm.solve(self.scale, self.capacity, c[: n * m].reshape(n, m),
                                           c[-1], a, z_coef, rhs, use_z)
         if status != gavel_ipm.OPTIMAL:
