@@ -1,7 +1,7 @@
 """Plain reference of sim/policies/gavel_hsd.py: the same homogeneous self-dual iteration on
 the same rows, with G built densely, Ruiz equilibration on the dense matrix and every
-Newton step from ``numpy.linalg.solve`` on the dense normal equations (no job blocks, no
-Woodbury, no refinement)."""
+Newton step from ``numpy.linalg.solve`` (LU with pivoting) on the dense augmented system
+(no normal equations, no job blocks, no Woodbury, no bordering, no refinement)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,18 +11,24 @@ GAMMA, STEP_MAX, STEP_MIN, SIGMA_MIN, SIGMA_MAX = 0.99, 0.999, 1e-6, 1e-4, 1.0
 FEASTOL = ABSTOL = RELTOL = 1e-8
 
 
-def dense_rows(scale, capacity, a, need):
-    """(G, h): rows -X <= 0, capacity, job, need (X flattened row-major)."""
-    n, m = np.shape(a)
-    G = np.zeros((n * m + m + 2 * n, n * m))
+def dense_rows(scale, capacity, a=None, rhs=None, z_coef=0.0, use_z=False):
+    """(G, h): rows -X <= 0, capacity, job, then (a given) ``z_coef z - a X <= rhs``;
+    variables X flattened row-major, then z when ``use_z``."""
+    n, m = len(scale), len(capacity)
+    rows = a is not None
+    use_z = use_z and rows
+    G = np.zeros((n * m + m + n + (n if rows else 0), n * m + use_z))
     for i in range(n):
         for t in range(m):
             k = i * m + t
             G[k, k] = -1.0
             G[n * m + t, k] = scale[i]
             G[n * m + m + i, k] = 1.0
-            G[n * m + m + n + i, k] = -a[i, t]
-    h = np.r_[np.zeros(n * m), capacity, np.ones(n), -np.asarray(need, float)]
+            if rows:
+                G[n * m + m + n + i, k] = -a[i][t]
+        if use_z:
+            G[n * m + m + n + i, n * m] = z_coef
+    h = np.r_[np.zeros(n * m), capacity, np.ones(n), rhs if rows else []].astype(float)
     return G, h
 
 
@@ -42,20 +48,28 @@ def to_cone(r):
     return r + (1.0 + alpha) if alpha >= 0 else r.copy()
 
 
-def solve_reference(scale, capacity, a, need, cost=None, max_iter=100):
-    """(X, status, iterations) as :func:`sim.policies.gavel_hsd.solve_feasibility`."""
-    n, m = np.shape(a)
-    G0, h0 = dense_rows(scale, capacity, a, need)
+def solve_reference(scale, capacity, c, c_z=0.0, a=None, z_coef=0.0, rhs=None, use_z=False,
+                    max_iter=100):
+    """(X, z, status, iterations) as :func:`sim.policies.gavel_hsd.solve`."""
+    n, m = np.shape(c)
+    use_z = use_z and a is not None
+    G0, h0 = dense_rows(scale, capacity, a, rhs, z_coef, use_z)
     G, xe, ge = equilibrate(G0)
     h = h0 / ge
-    c = (np.zeros(n * m) if cost is None else np.ravel(cost)) / xe
+    c = np.r_[np.ravel(c), [c_z] if use_z else []] / xe
     rows = G.shape[0]
 
-    def kkt(w2, rx, rz):                    # G' dz = rx, -G dx + W^2 dz = rz
-        dx = np.linalg.solve(G.T @ (G / w2[:, None]), rx - G.T @ (rz / w2))
-        return dx, (rz + G @ dx) / w2
+    def result(x, tau, status, it):
+        v = x / xe / tau
+        return v[:n * m].reshape(n, m), (v[n * m] if use_z else 0.0), status, it
 
-    x, z = kkt(np.ones(rows), np.zeros(n * m), -h)
+    def kkt(w2, rx, rz):                    # G' dz = rx, -G dx + W^2 dz = rz: the augmented system
+        nv = G.shape[1]
+        K = np.block([[np.zeros((nv, nv)), G.T], [-G, np.diag(w2)]])
+        sol = np.linalg.solve(K, np.r_[rx, rz])
+        return sol[:nv], sol[nv:]
+
+    x, z = kkt(np.ones(rows), np.zeros(len(c)), -h)
     s = to_cone(-z)
     z = to_cone(kkt(np.ones(rows), -c, np.zeros(rows))[1])
     tau = kap = 1.0
@@ -67,13 +81,14 @@ def solve_reference(scale, capacity, a, need, cost=None, max_iter=100):
                                         + np.linalg.norm(s), 1) / tau
         dres = np.linalg.norm(rx) / max(max(1, np.linalg.norm(c)) + np.linalg.norm(z), 1) / tau
         if -h @ z > 0 and np.linalg.norm(G.T @ z) / max(1, np.linalg.norm(z)) < FEASTOL * -(h @ z):
-            return (x / xe / tau).reshape(n, m), 3, it
+            return result(x, tau, 3, it)
         pcost, dcost = c @ x / tau, -h @ z / tau
         relgap = sz / -pcost if pcost < 0 else (sz / dcost if dcost > 0 else np.nan)
         if pres < FEASTOL and dres < FEASTOL and (sz < ABSTOL or relgap < RELTOL):
-            return (x / xe / tau).reshape(n, m), 0, it
+            return result(x, tau, 0, it)
+        stuck = 4 if pres < 1e-4 and dres < 1e-4 and (sz < 5e-5 or relgap < 5e-5) else 2
         if it == max_iter:
-            return (x / xe / tau).reshape(n, m), 1, it
+            return result(x, tau, 1, it)
         w2 = s / z
         x1, z1 = kkt(w2, -c, -h)
         denom = -c @ x1 - h @ z1 + kap / tau
@@ -93,6 +108,14 @@ def solve_reference(scale, capacity, a, need, cost=None, max_iter=100):
         sigma = min(max((1 - max_step(dza, dsa, dta, dka)) ** 3, SIGMA_MIN), SIGMA_MAX)
         dx, dz, ds, dtau, dkap = direction(1 - sigma, -s * z + sigma * mu - dsa * dza,
                                            -tau * kap + sigma * mu - dta * dka)
-        step = max(GAMMA * max_step(dz, ds, dtau, dkap), STEP_MIN)
+        step = GAMMA * max_step(dz, ds, dtau, dkap)
+        if not step >= STEP_MIN:
+            return result(x, tau, stuck, it)
         x, z, s = x + step * dx, z + step * dz, s + step * ds
         tau, kap = tau + step * dtau, kap + step * dkap
+
+
+def solve_feasibility_reference(scale, capacity, a, need, max_iter=100):
+    X, _, status, it = solve_reference(scale, capacity, np.zeros(np.shape(a)), 0.0, a, 0.0,
+                                       -np.asarray(need, float), False, max_iter)
+    return X, status, it

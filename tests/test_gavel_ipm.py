@@ -134,7 +134,10 @@ def test_the_lp_that_stalls_highs_ipm_is_solved():
 
 
 def test_a_failed_structured_solve_goes_to_highs(monkeypatch):
+    # ECOS's path (gavel_hsd) fails, then gavel_ipm: HiGHS solves it
+    from sim.policies import gavel_hsd
+    monkeypatch.setattr(gavel_hsd, "solve", lambda *args, **kw: (None, 0.0, gavel_hsd.NUMERICAL_TROUBLE, 3))
     monkeypatch.setattr(gavel_ipm, "solve", lambda *args, **kw: (None, 0.0, gavel_ipm.NUMERICAL_TROUBLE, 3, 0))
     lp = AllocationLP(np.array([1, 1]), np.array([1, 1]))
     x, z = lp.max_min(np.array([[1.0, 2.0], [2.0, 1.0]]))
-    assert lp.highs_fallbacks == 1 and z == pytest.approx(2.0)
+    assert lp.ecos_path_fallbacks == 1 and lp.highs_fallbacks == 1 and z == pytest.approx(2.0)

@@ -1,20 +1,24 @@
 """A homogeneous self-dual interior-point method on the path ECOS takes (Numba), for Gavel's
-feasibility LP.
+allocation LPs.
 
-Gavel's ``MinTotalDurationPolicyWithPerf`` asks cvxpy + ECOS for *some* X with::
+Gavel hands its LPs to cvxpy + ECOS.  Max-min, max-sum and the min-total-duration
+feasibility problem have many optima (the feasibility problem's objective is a constant:
+every feasible X is optimal), so the X Gavel gets is wherever ECOS's iteration ends, and that
+X decides the round's priorities (JCT).  No other interior-point method ends there
+(docs/gavel.md, "Solver").  This module follows the algorithm ECOS publishes (Domahidi, Chu
+and Boyd, "ECOS: An SOCP solver for embedded systems", ECC 2013; Vandenberghe's CVXOPT
+``conelp`` method, here on the LP cone) on the rows cvxpy hands ECOS for Gavel's problems::
 
-    -X <= 0,   sum_i s_i X[i, t] <= N_t,   sum_t X[i, t] <= 1,   -sum_t a[i, t] X[i, t] <= -need_i
+    min  c . X + c_z z
+    s.t. -X <= 0,   sum_i s_i X[i, t] <= N_t,   sum_t X[i, t] <= 1,
+         z_coef z - sum_t a[i, t] X[i, t] <= rhs_i       (the extra rows, optional)
 
-and a constant objective.  Every feasible X is optimal, so the X it gets is wherever ECOS's
-iteration ends, and that X decides how the slack is shared between jobs (JCT).  No other
-interior-point method ends there (docs/gavel.md, "Solver").  This module follows the
-algorithm ECOS publishes (Domahidi, Chu and Boyd, "ECOS: An SOCP solver for embedded
-systems", ECC 2013; it is Vandenberghe's CVXOPT ``conelp`` method for the LP cone) on the
-same rows as cvxpy hands ECOS, step by step:
+(max-min: the extra rows with z, cvxpy's epigraph of ``min``; feasibility: the extra rows
+without z; max-sum: no extra rows), step by step:
 
 - Ruiz equilibration, :data:`EQUIL_ITERS` passes: every column and row is divided by the
-  square root of its largest absolute entry (1 where that is below 1e-6); b, h and c are
-  scaled with them.  Residuals and stopping tests are in the scaled problem.
+  square root of its largest absolute entry (1 where that is below :data:`EQUIL_FLOOR`); h
+  and c are scaled with them.  Residuals and stopping tests are in the scaled problem.
 - The starting point of CVXOPT: x from ``min ||s||`` with ``G x + s = h``; z from
   ``min ||z||`` with ``G' z + c = 0``; each of s and z shifted by ``(1 + alpha) e`` where
   ``alpha = -min`` is not negative; tau = kappa = 1.
@@ -26,19 +30,21 @@ same rows as cvxpy hands ECOS, step by step:
   :data:`STEP_MAX`).
 - Stop when the scaled primal residual ``||rz|| / max(max(1, ||h||) + ||x|| + ||s||, 1) /
   tau`` and dual residual ``||rx|| / max(max(1, ||c||) + ||z||, 1) / tau`` are below
-  ``feastol`` and the gap ``s'z`` is below ``abstol`` (or the relative gap below ``reltol``),
-  all 1e-8 as ECOS's defaults; return ``x / tau``.
+  :data:`FEASTOL` and the gap ``s'z`` is below :data:`ABSTOL` (or the relative gap below
+  :data:`RELTOL`), ECOS's defaults; return ``x / tau``.
 
-Held against ECOS 2.0.10's printed iteration logs (cost, gap, residuals, mu, step and sigma
-of every iteration) and its x on Gavel's LPs: the same number of iterations and x within
-3e-4 (docs/gavel.md).  ECOS's KKT solver (a regularised sparse LDL with iterative
-refinement) is not reproduced: here the normal equations ``G' W^-2 G dx = r`` are solved by
-eliminating every job's m x m block and a dense system of the m capacity rows (Woodbury),
-with iterative refinement; the directions agree to rounding.
+Held against ECOS 2.0.10's printed iteration logs (costs, gap, residuals, mu, step and sigma
+of every iteration) and its x on Gavel's LPs: the same iterations, x within 3e-4
+(docs/gavel.md).  ECOS's KKT solver (a regularised sparse LDL with iterative refinement) is
+not reproduced: here the normal equations ``G' W^-2 G dx = r`` are solved by eliminating
+every job's m x m block, a Woodbury correction for the m capacity rows and a bordered
+elimination of z, with iterative refinement; the directions agree to rounding.
 
-:func:`solve_feasibility` returns a status instead of raising: 0 optimal, 1 iteration limit,
-2 numerical trouble (a non-positive pivot or a non-finite iterate), 3 infeasible (a ray z >= 0
-with ``G'z`` below ``feastol`` times ``-h'z``); the caller falls back.
+:func:`solve` returns a status instead of raising: 0 optimal, 1 iteration limit, 2 numerical
+trouble (a failed factorization or a step below :data:`STEP_MIN`), 3 infeasible (a ray
+z >= 0 with ``G'z`` below ``feastol`` times ``-h'z``), 4 close to optimal (trouble at an
+iterate that meets ECOS's reduced-accuracy tolerances, where ECOS also stops with
+"optimal_inaccurate"); the caller falls back on 1-3.
 Plain-Python reference: tests/reference_gavel_hsd.py.
 """
 from __future__ import annotations
@@ -46,11 +52,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-OPTIMAL, ITERATION_LIMIT, NUMERICAL_TROUBLE, INFEASIBLE = 0, 1, 2, 3
+OPTIMAL, ITERATION_LIMIT, NUMERICAL_TROUBLE, INFEASIBLE, OPTIMAL_INACCURATE = 0, 1, 2, 3, 4
 #: Ruiz equilibration passes; norms below EQUIL_FLOOR leave their row or column unscaled
 EQUIL_ITERS = 3
 EQUIL_FLOOR = 1e-6
-#: step: GAMMA times the step to the boundary, which is capped at STEP_MAX (affine step too)
+#: step: GAMMA times the step to the boundary, which is capped at STEP_MAX (affine step too);
+#: a step below STEP_MIN ends the solve (numerical trouble)
 GAMMA = 0.99
 STEP_MAX = 0.999
 STEP_MIN = 1e-6
@@ -59,220 +66,332 @@ SIGMA_MIN = 1e-4
 SIGMA_MAX = 1.0
 #: ECOS's default tolerances and iteration cap
 FEASTOL = ABSTOL = RELTOL = 1e-8
+#: ECOS's reduced-accuracy tolerances: a solve that cannot go on from an iterate meeting them
+#: ends there, "close to optimal" (OPTIMAL_INACCURATE)
+FEASTOL_INACC = 1e-4
+ABSTOL_INACC = RELTOL_INACC = 5e-5
 MAX_ITERATIONS = 100
 #: iterative refinement of each normal-equations solve
 REFINEMENT_STEPS = 8
 REFINEMENT_TOLERANCE = 1e-13
+#: a job block's pivot below REG_EPS times its largest diagonal entry becomes REG_DELTA times
+#: it (the block is singular where every type runs the job and its rows are alike: agnostic
+#: max-min; the capacity rows make the whole system definite)
+REG_EPS = 1e-13
+REG_DELTA = 1e-10
 
 
-def solve_feasibility(scale, capacity, a, need, cost=None, max_iter: int = MAX_ITERATIONS):
-    """Some X with Gavel's base rows and ``sum_t a[i, t] X[i, t] >= need[i]`` (minimizing
-    ``cost . X`` if given; Gavel's problem has none), on ECOS's path.
+def solve(scale, capacity, c, c_z=0.0, a=None, z_coef=0.0, rhs=None, use_z=False,
+          max_iter: int = MAX_ITERATIONS):
+    """Solve the LP above on ECOS's path (arguments as :func:`sim.policies.gavel_ipm.solve`:
+    c float [n, m]; a float [n, m] and rhs float [n] for the extra rows, or None; use_z:
+    whether z is a variable, only with extra rows).
 
-    Returns (X float [n, m], status, iterations)."""
-    a = np.ascontiguousarray(a, np.float64)
-    n, m = a.shape
-    c = np.zeros((n, m)) if cost is None else np.ascontiguousarray(cost, np.float64).reshape(n, m)
+    Returns (X float [n, m], z, status, iterations)."""
+    c = np.ascontiguousarray(c, np.float64)
+    n, m = c.shape
+    rows = a is not None
     return _solve(np.ascontiguousarray(scale, np.float64), np.ascontiguousarray(capacity, np.float64),
-                  a, np.ascontiguousarray(need, np.float64), c, int(max_iter))
+                  c, float(c_z), np.ascontiguousarray(a if rows else np.zeros((n, m)), np.float64),
+                  float(z_coef), np.ascontiguousarray(rhs if rows else np.zeros(n), np.float64),
+                  rows, bool(use_z and rows), int(max_iter))
 
 
-# -- the constraint matrix G (rows: P = -X >= 0 bounds, C capacity, J job, R need) ---------
+def solve_feasibility(scale, capacity, a, need, max_iter: int = MAX_ITERATIONS):
+    """Some X with the base rows and ``sum_t a[i, t] X[i, t] >= need[i]`` (Gavel's
+    min-total-duration problem: no objective).  Returns (X, status, iterations)."""
+    a = np.asarray(a, np.float64)
+    X, _, status, it = solve(scale, capacity, np.zeros(a.shape), 0.0, a, 0.0,
+                             -np.asarray(need, np.float64), False, max_iter)
+    return X, status, it
+
+
+# -- the constraint matrix G --------------------------------------------------------------
+# Variables: X flattened row-major (n*m), then z when present.  Rows, flat: P (-X >= 0
+# bounds, n*m), C (capacity, m), J (job, n), then R (extra, n) when present.
 @njit(cache=True, error_model="numpy")
 def _root(v):
     return 1.0 if abs(v) < EQUIL_FLOOR else np.sqrt(v)
 
 
 @njit(cache=True, error_model="numpy")
-def _equilibrate(scale, a):
-    """The scaled entries (eP, eC, eJ, eR: each [n, m]) and the scalings (column xe [n, m],
-    rows gP [n, m], gC [m], gJ [n], gR [n])."""
+def _equilibrate(scale, a, z_coef, rows, use_z):
+    """Scaled entries (eP, eC, eJ, eR [n, m]; ez [n], z's entries in the R rows) and the
+    column scaling xe (flat variables) and row scaling ge (flat rows)."""
     n, m = a.shape
+    nm = n * m
     eP, eC, eJ, eR = -np.ones((n, m)), np.empty((n, m)), np.ones((n, m)), -a.copy()
+    ez = np.full(n, z_coef if use_z else 0.0)
     for i in range(n):
         eC[i, :] = scale[i]
-    xe, gP = np.ones((n, m)), np.ones((n, m))
-    gC, gJ, gR = np.ones(m), np.ones(n), np.ones(n)
-    col, rC, rJ, rR = np.empty((n, m)), np.zeros(m), np.zeros(n), np.zeros(n)
+    nv, nr = nm + (1 if use_z else 0), nm + m + n + (n if rows else 0)
+    xe, ge = np.ones(nv), np.ones(nr)
+    col, row = np.empty(nv), np.empty(nr)
     for _ in range(EQUIL_ITERS):
-        rC[:] = 0.0
+        row[:] = 0.0
+        zmax = 0.0
         for i in range(n):
-            rJ[i] = 0.0
-            rR[i] = 0.0
             for t in range(m):
-                col[i, t] = max(abs(eP[i, t]), abs(eC[i, t]), abs(eJ[i, t]), abs(eR[i, t]))
-                rC[t] = max(rC[t], abs(eC[i, t]))
-                rJ[i] = max(rJ[i], abs(eJ[i, t]))
-                rR[i] = max(rR[i], abs(eR[i, t]))
-        for t in range(m):
-            rC[t] = _root(rC[t])
-            gC[t] *= rC[t]
+                k = i * m + t
+                r_ = abs(eR[i, t]) if rows else 0.0
+                col[k] = max(abs(eP[i, t]), abs(eC[i, t]), abs(eJ[i, t]), r_)
+                row[k] = abs(eP[i, t])
+                row[nm + t] = max(row[nm + t], abs(eC[i, t]))
+                row[nm + m + i] = max(row[nm + m + i], abs(eJ[i, t]))
+                if rows:
+                    row[nm + m + n + i] = max(row[nm + m + n + i], r_, abs(ez[i]))
+            zmax = max(zmax, abs(ez[i]))
+        if use_z:
+            col[nm] = zmax
+        for k in range(nv):
+            col[k] = _root(col[k])
+            xe[k] *= col[k]
+        for k in range(nr):
+            row[k] = _root(row[k])
+            ge[k] *= row[k]
         for i in range(n):
-            rJ[i] = _root(rJ[i])
-            rR[i] = _root(rR[i])
-            gJ[i] *= rJ[i]
-            gR[i] *= rR[i]
+            if rows:
+                ez[i] /= row[nm + m + n + i] * (col[nm] if use_z else 1.0)
             for t in range(m):
-                ct, rp = _root(col[i, t]), _root(abs(eP[i, t]))
-                xe[i, t] *= ct
-                gP[i, t] *= rp
-                eP[i, t] /= rp * ct
-                eC[i, t] /= rC[t] * ct
-                eJ[i, t] /= rJ[i] * ct
-                eR[i, t] /= rR[i] * ct
-    return eP, eC, eJ, eR, xe, gP, gC, gJ, gR
+                k = i * m + t
+                eP[i, t] /= row[k] * col[k]
+                eC[i, t] /= row[nm + t] * col[k]
+                eJ[i, t] /= row[nm + m + i] * col[k]
+                if rows:
+                    eR[i, t] /= row[nm + m + n + i] * col[k]
+    return (eP, eC, eJ, eR, ez, rows, use_z), xe, ge
 
 
 @njit(cache=True, error_model="numpy")
 def _gx(E, x, out):
-    """out = G x (flat rows: P [n*m], C [m], J [n], R [n])."""
-    eP, eC, eJ, eR = E
-    n, m = x.shape
+    """out = G x."""
+    eP, eC, eJ, eR, ez, rows, use_z = E
+    n, m = eP.shape
     nm = n * m
     out[nm:nm + m] = 0.0
+    zv = x[nm] if use_z else 0.0
     for i in range(n):
         sj = 0.0
-        sr = 0.0
+        sr = ez[i] * zv
         for t in range(m):
-            v = x[i, t]
+            v = x[i * m + t]
             out[i * m + t] = eP[i, t] * v
             out[nm + t] += eC[i, t] * v
             sj += eJ[i, t] * v
             sr += eR[i, t] * v
         out[nm + m + i] = sj
-        out[nm + m + n + i] = sr
+        if rows:
+            out[nm + m + n + i] = sr
 
 
 @njit(cache=True, error_model="numpy")
 def _gtz(E, z, out):
-    """out = G' z ([n, m])."""
-    eP, eC, eJ, eR = E
-    n, m = out.shape
+    """out = G' z."""
+    eP, eC, eJ, eR, ez, rows, use_z = E
+    n, m = eP.shape
     nm = n * m
+    sz = 0.0
     for i in range(n):
+        zr = z[nm + m + n + i] if rows else 0.0
+        sz += ez[i] * zr
         for t in range(m):
-            out[i, t] = (eP[i, t] * z[i * m + t] + eC[i, t] * z[nm + t]
-                         + eJ[i, t] * z[nm + m + i] + eR[i, t] * z[nm + m + n + i])
+            out[i * m + t] = (eP[i, t] * z[i * m + t] + eC[i, t] * z[nm + t]
+                              + eJ[i, t] * z[nm + m + i] + eR[i, t] * zr)
+    if use_z:
+        out[nm] = sz
 
 
 # -- the normal equations G' W^-2 G dx = r ----------------------------------------------------
-@njit(cache=True, error_model="numpy")
-def _cholesky(A, L):
-    """L L' = A (m x m); False on a non-positive pivot."""
+@njit(cache=True, error_model="numpy", inline="always")
+def _cholesky(A, L, i, regularize):
+    """L[i] L[i]' = A (k x k), in place.  regularize: a pivot below REG_EPS times the largest
+    diagonal entry becomes REG_DELTA times it (ECOS's dynamic regularization; the refinement
+    on the unregularized system removes the error).  False on a non-positive pivot (without
+    regularize) or a non-finite block."""
     k = A.shape[0]
+    top = 0.0
+    for j in range(k):
+        top = max(top, A[j, j])
+    if not (top > 0.0 and np.isfinite(top)):
+        return False
     for j in range(k):
         d = A[j, j]
         for p in range(j):
-            d -= L[j, p] * L[j, p]
-        if not d > 0.0:
-            return False
-        L[j, j] = np.sqrt(d)
+            d -= L[i, j, p] * L[i, j, p]
+        if not d > REG_EPS * top:
+            if not regularize or not np.isfinite(d):
+                return False
+            d = REG_DELTA * top
+        L[i, j, j] = np.sqrt(d)
         for r in range(j + 1, k):
             v = A[r, j]
             for p in range(j):
-                v -= L[r, p] * L[j, p]
-            L[r, j] = v / L[j, j]
+                v -= L[i, r, p] * L[i, j, p]
+            L[i, r, j] = v / L[i, j, j]
         for r in range(j):
-            L[r, j] = 0.0
+            L[i, r, j] = 0.0
     return True
 
 
-@njit(cache=True, error_model="numpy")
-def _chol_solve(L, b, out):
-    k = L.shape[0]
+@njit(cache=True, error_model="numpy", inline="always")
+def _chol_solve(L, i, b, b0, out, o0):
+    """out[o0:o0+k] = (L[i] L[i]')^-1 b[b0:b0+k]."""
+    k = L.shape[1]
     for j in range(k):
-        v = b[j]
+        v = b[b0 + j]
         for p in range(j):
-            v -= L[j, p] * out[p]
-        out[j] = v / L[j, j]
+            v -= L[i, j, p] * out[o0 + p]
+        out[o0 + j] = v / L[i, j, j]
     for j in range(k - 1, -1, -1):
-        v = out[j]
+        v = out[o0 + j]
         for p in range(j + 1, k):
-            v -= L[p, j] * out[p]
-        out[j] = v / L[j, j]
+            v -= L[i, p, j] * out[o0 + p]
+        out[o0 + j] = v / L[i, j, j]
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _invert(L, Binv, i):
+    """Binv[i] = (L[0] L[0]')^-1 from the Cholesky factor (k x k)."""
+    k = L.shape[1]
+    for u in range(k):                       # column u of L^-1 in Binv[i][:, u] (lower part)
+        for j in range(k):
+            if j < u:
+                Binv[i, j, u] = 0.0
+                continue
+            v = 1.0 if j == u else 0.0
+            for p in range(u, j):
+                v -= L[0, j, p] * Binv[i, p, u]
+            Binv[i, j, u] = v / L[0, j, j]
+    for t in range(k):                       # (L^-1)' L^-1, upper triangle then mirrored
+        for u in range(t, k):
+            v = 0.0
+            for j in range(u, k):
+                v += Binv[i, j, t] * Binv[i, j, u]
+            Binv[i, u, t] = v                # row u >= t: column t of L^-1 is consumed
+    for t in range(k):
+        for u in range(t + 1, k):
+            Binv[i, t, u] = Binv[i, u, t]
 
 
 @njit(cache=True, error_model="numpy")
-def _factor(E, w2, Lb, Y, Ls):
-    """Factor G' W^-2 G = B + U diag(1 / w2_C) U': every job's block B_i (Lb[i]), Y_i =
-    B_i^-1 U_i and the capacity system diag(w2_C) + sum U_i' Y_i (Ls); False on trouble."""
-    eP, eC, eJ, eR = E
+def _factor(E, w2, F):
+    """Factor ``G' W^-2 G``: X's part is ``B + U diag(1 / w2_C) U'`` (every job's block B_i
+    inverted in Binv[i], the capacity system diag(w2_C) + sum U_i' B_i^-1 U_i in Ls[0]);
+    with z, v = (X's part)^-1 (the z column's coupling) and the bordered pivot.  False on
+    trouble."""
+    eP, eC, eJ, eR, ez, rows, use_z = E
+    Binv, L, Ls, B, S, col, out, zc, v, piv = F
     n, m = eP.shape
     nm = n * m
-    B = np.empty((m, m))
-    S = np.zeros((m, m))
+    S[:, :] = 0.0
     for t in range(m):
         S[t, t] = w2[nm + t]
-    col, out = np.empty(m), np.empty(m)
     for i in range(n):
-        ij, ir = 1.0 / w2[nm + m + i], 1.0 / w2[nm + m + n + i]
+        ij = 1.0 / w2[nm + m + i]
+        ir = 1.0 / w2[nm + m + n + i] if rows else 0.0
         for t in range(m):
             for u in range(m):
                 B[t, u] = eJ[i, t] * eJ[i, u] * ij + eR[i, t] * eR[i, u] * ir
             B[t, t] += eP[i, t] * eP[i, t] / w2[i * m + t]
-        if not _cholesky(B, Lb[i]):
+        if not _cholesky(B, L, 0, True):
             return False
-        for u in range(m):
-            col[:] = 0.0
-            col[u] = eC[i, u]
-            _chol_solve(Lb[i], col, out)
-            Y[i, :, u] = out
+        _invert(L, Binv, i)
         for t in range(m):
             for u in range(m):
-                S[t, u] += eC[i, t] * Y[i, t, u]
-    return _cholesky(S, Ls)
+                S[t, u] += eC[i, t] * Binv[i, t, u] * eC[i, u]
+    if not _cholesky(S, Ls, 0, True):
+        return False
+    if use_z:
+        d = 0.0
+        for i in range(n):
+            ir = 1.0 / w2[nm + m + n + i]
+            d += ez[i] * ez[i] * ir
+            for t in range(m):
+                zc[i * m + t] = eR[i, t] * ez[i] * ir
+        _x_solve(E, F, zc, v)
+        top = d
+        for k in range(nm):
+            d -= zc[k] * v[k]
+        if not (top > 0.0 and np.isfinite(d)):
+            return False
+        piv[0] = d if d > REG_EPS * top else REG_DELTA * top
+    return True
 
 
 @njit(cache=True, error_model="numpy")
-def _normal_solve(E, Lb, Y, Ls, r, dx):
-    """dx = (G' W^-2 G)^-1 r by Woodbury over the factors of :func:`_factor`."""
+def _x_solve(E, F, r, dx):
+    """dx[:nm] = (X's part of G' W^-2 G)^-1 r[:nm], by Woodbury over the factors."""
     eC = E[1]
-    n, m = r.shape
-    ut = np.zeros(m)
-    yi = np.empty(m)
-    for i in range(n):
-        _chol_solve(Lb[i], r[i], yi)
-        dx[i, :] = yi
-        for t in range(m):
-            ut[t] += eC[i, t] * yi[t]
-    w = np.empty(m)
-    _chol_solve(Ls, ut, w)
+    Binv, L, Ls, B, S, col, out, zc, v, piv = F
+    n, m = eC.shape
+    for t in range(m):
+        col[t] = 0.0
     for i in range(n):
         for t in range(m):
-            v = 0.0
+            s = 0.0
             for u in range(m):
-                v += Y[i, t, u] * w[u]
-            dx[i, t] -= v
+                s += Binv[i, t, u] * r[i * m + u]
+            dx[i * m + t] = s
+            col[t] += eC[i, t] * s
+    _chol_solve(Ls, 0, col, 0, out, 0)
+    for i in range(n):
+        for t in range(m):
+            s = 0.0
+            for u in range(m):
+                s += Binv[i, t, u] * eC[i, u] * out[u]
+            dx[i * m + t] -= s
 
 
 @njit(cache=True, error_model="numpy")
-def _kkt(E, w2, Lb, Y, Ls, rx, rz, dx, dz, gz, tmp):
-    """Solve G' dz = rx, -G dx + W^2 dz = rz: dx from the normal equations (refined),
-    dz = (rz + G dx) / W^2."""
-    n, m = rx.shape
+def _normal_solve(E, F, r, dx):
+    """dx = (G' W^-2 G)^-1 r; z by the bordered elimination."""
+    use_z = E[6]
+    _x_solve(E, F, r, dx)
+    if use_z:
+        zc, v, piv = F[7], F[8], F[9]
+        nm = zc.shape[0]
+        dzv = r[nm]
+        for k in range(nm):
+            dzv -= zc[k] * dx[k]
+        dzv /= piv[0]
+        for k in range(nm):
+            dx[k] -= v[k] * dzv
+        dx[nm] = dzv
+
+
+@njit(cache=True, error_model="numpy")
+def _kkt(E, w2, F, rx, rz, dx, dz, W):
+    """Solve ``G' dz = rx, -G dx + W^2 dz = rz``: dx from the normal equations (refined),
+    ``dz = (rz + G dx) / W^2``.  W: work buffers (rows, variables x 3)."""
+    trow, r, gz, corr = W
     for k in range(rz.shape[0]):
-        tmp[k] = rz[k] / w2[k]
-    _gtz(E, tmp, gz)
-    r = rx - gz
-    _normal_solve(E, Lb, Y, Ls, r, dx)
-    rnorm = np.sqrt(np.sum(r * r)) + 1e-300
-    corr = np.empty((n, m))
+        trow[k] = rz[k] / w2[k]
+    _gtz(E, trow, gz)
+    rnorm = 0.0
+    for k in range(rx.shape[0]):
+        r[k] = rx[k] - gz[k]
+        rnorm += r[k] * r[k]
+    rnorm = np.sqrt(rnorm) + 1e-300
+    _normal_solve(E, F, r, dx)
     last = np.inf
     for _ in range(REFINEMENT_STEPS):
-        _gx(E, dx, tmp)
-        for k in range(tmp.shape[0]):
-            tmp[k] /= w2[k]
-        _gtz(E, tmp, gz)
-        res = r - gz
-        err = np.sqrt(np.sum(res * res)) / rnorm
+        _gx(E, dx, trow)
+        for k in range(trow.shape[0]):
+            trow[k] /= w2[k]
+        _gtz(E, trow, gz)
+        err = 0.0
+        for k in range(r.shape[0]):
+            gz[k] = r[k] - gz[k]
+            err += gz[k] * gz[k]
+        err = np.sqrt(err) / rnorm
         if not err > REFINEMENT_TOLERANCE or not err < 0.5 * last:
             break
         last = err
-        _normal_solve(E, Lb, Y, Ls, res, corr)
+        _normal_solve(E, F, gz, corr)
         dx += corr
-    _gx(E, dx, tmp)
+    _gx(E, dx, trow)
     for k in range(rz.shape[0]):
-        dz[k] = (rz[k] + tmp[k]) / w2[k]
+        dz[k] = (rz[k] + trow[k]) / w2[k]
 
 
 # -- the iteration --------------------------------------------------------------------------
@@ -298,63 +417,100 @@ def _max_step(z, dz, s, ds, tau, dtau, kap, dkap):
 
 
 @njit(cache=True, error_model="numpy")
-def _solve(scale, capacity, a, need, cost, max_iter):
+def _dot(u, v):
+    s = 0.0
+    for k in range(u.shape[0]):
+        s += u[k] * v[k]
+    return s
+
+
+@njit(cache=True, error_model="numpy")
+def _tau_step(c, h, rt, x2, z2, rk, tau, denom, f):
+    return (-f * rt + _dot(c, x2) + _dot(h, z2) + rk / tau) / denom
+
+
+@njit(cache=True, error_model="numpy")
+def _result(x, xe, tau, n, m, use_z, status, it):
+    X = np.empty((n, m))
+    for i in range(n):
+        for t in range(m):
+            X[i, t] = x[i * m + t] / xe[i * m + t] / tau
+    zv = x[n * m] / xe[n * m] / tau if use_z else 0.0
+    return X, zv, status, it
+
+
+@njit(cache=True, error_model="numpy")
+def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
     n, m = a.shape
-    nm, rows = n * m, n * m + m + 2 * n
-    eP, eC, eJ, eR, xe, gP, gC, gJ, gR = _equilibrate(scale, a)
-    E = (eP, eC, eJ, eR)
-    h = np.zeros(rows)
-    h[nm:nm + m] = capacity / gC
-    h[nm + m:nm + m + n] = 1.0 / gJ
-    h[nm + m + n:] = -need / gR
-    c = cost / xe
-    Lb, Y, Ls = np.zeros((n, m, m)), np.zeros((n, m, m)), np.zeros((m, m))
-    gz, tmp = np.empty((n, m)), np.empty(rows)
-    x, z, s = np.zeros((n, m)), np.zeros(rows), np.zeros(rows)
-    x1, z1, x2, z2 = np.empty((n, m)), np.empty(rows), np.empty((n, m)), np.empty(rows)
-    ones = np.ones(rows)
+    nm = n * m
     if n == 0:
-        return np.zeros((0, m)), OPTIMAL, 0
+        return np.zeros((0, m)), 0.0, OPTIMAL, 0
+    E, xe, ge = _equilibrate(scale, a, z_coef, rows, use_z)
+    nv, nr = xe.shape[0], ge.shape[0]
+    h = np.zeros(nr)
+    for t in range(m):
+        h[nm + t] = capacity[t] / ge[nm + t]
+    for i in range(n):
+        h[nm + m + i] = 1.0 / ge[nm + m + i]
+        if rows:
+            h[nm + m + n + i] = rhs[i] / ge[nm + m + n + i]
+    c = np.empty(nv)
+    cf = cost.ravel()
+    for k in range(nm):
+        c[k] = cf[k] / xe[k]
+    if use_z:
+        c[nm] = c_z / xe[nm]
+    F = (np.zeros((n, m, m)), np.zeros((1, m, m)), np.zeros((1, m, m)), np.empty((m, m)),
+         np.empty((m, m)), np.empty(m), np.empty(m), np.zeros(nm), np.zeros(nm), np.zeros(1))
+    W = (np.empty(nr), np.empty(nv), np.empty(nv), np.empty(nv))
+    x, z, x1, z1, x2, z2 = (np.zeros(nv), np.zeros(nr), np.empty(nv), np.empty(nr),
+                            np.empty(nv), np.empty(nr))
+    rx, rz, gx, gz, w2 = np.empty(nv), np.empty(nr), np.empty(nr), np.empty(nv), np.ones(nr)
     # CVXOPT's start: least-squares x, s = h - G x; z from G'z = -c; both into the cone
-    if not _factor(E, ones, Lb, Y, Ls):
-        return x, NUMERICAL_TROUBLE, 0
-    _kkt(E, ones, Lb, Y, Ls, np.zeros((n, m)), -h, x, z, gz, tmp)
+    if not _factor(E, w2, F):
+        return _result(x, xe, 1.0, n, m, use_z, NUMERICAL_TROUBLE, 0)
+    _kkt(E, w2, F, np.zeros(nv), -h, x, z, W)
     s = _to_cone(-z)
-    _kkt(E, ones, Lb, Y, Ls, -c, np.zeros(rows), x1, z1, gz, tmp)
+    _kkt(E, w2, F, -c, np.zeros(nr), x1, z1, W)
     z = _to_cone(z1)
     tau = kap = 1.0
-    hn = max(1.0, np.sqrt(np.sum(h * h)))
-    cn = max(1.0, np.sqrt(np.sum(c * c)))
-    gx = np.empty(rows)
+    hn = max(1.0, np.sqrt(_dot(h, h)))
+    cn = max(1.0, np.sqrt(_dot(c, c)))
     for it in range(max_iter + 1):
         _gtz(E, z, gz)
-        rx = gz + c * tau
         _gx(E, x, gx)
-        rz = -gx + h * tau - s
-        cx, hz, sz = np.sum(c * x), np.sum(h * z), np.sum(s * z)
+        for k in range(nv):
+            rx[k] = gz[k] + c[k] * tau
+        for k in range(nr):
+            rz[k] = -gx[k] + h[k] * tau - s[k]
+        cx, hz, sz = _dot(c, x), _dot(h, z), _dot(s, z)
         rt = -cx - hz - kap
-        mu = (sz + tau * kap) / (rows + 1)
-        pres = np.sqrt(np.sum(rz * rz)) / max(hn + np.sqrt(np.sum(x * x)) + np.sqrt(np.sum(s * s)), 1.0) / tau
-        dres = np.sqrt(np.sum(rx * rx)) / max(cn + np.sqrt(np.sum(z * z)), 1.0) / tau
+        mu = (sz + tau * kap) / (nr + 1)
+        pres = np.sqrt(_dot(rz, rz)) / max(hn + np.sqrt(_dot(x, x)) + np.sqrt(_dot(s, s)), 1.0) / tau
+        dres = np.sqrt(_dot(rx, rx)) / max(cn + np.sqrt(_dot(z, z)), 1.0) / tau
         pcost, dcost = cx / tau, -hz / tau
         relgap = sz / -pcost if pcost < 0.0 else (sz / dcost if dcost > 0.0 else np.nan)
         if not (np.isfinite(pres) and np.isfinite(dres) and np.isfinite(sz)):
-            return x / xe / tau, NUMERICAL_TROUBLE, it
-        if -hz > 0.0 and np.sqrt(np.sum(gz * gz)) / max(1.0, np.sqrt(np.sum(z * z))) < FEASTOL * -hz:
-            return x / xe / tau, INFEASIBLE, it
+            return _result(x, xe, tau, n, m, use_z, NUMERICAL_TROUBLE, it)
+        if -hz > 0.0 and np.sqrt(_dot(gz, gz)) / max(1.0, np.sqrt(_dot(z, z))) < FEASTOL * -hz:
+            return _result(x, xe, tau, n, m, use_z, INFEASIBLE, it)
         if pres < FEASTOL and dres < FEASTOL and (sz < ABSTOL or relgap < RELTOL):
-            return x / xe / tau, OPTIMAL, it
+            return _result(x, xe, tau, n, m, use_z, OPTIMAL, it)
+        # where the solve cannot go on from here: close to optimal, or trouble
+        stuck = (OPTIMAL_INACCURATE if pres < FEASTOL_INACC and dres < FEASTOL_INACC
+                 and (sz < ABSTOL_INACC or relgap < RELTOL_INACC) else NUMERICAL_TROUBLE)
         if it == max_iter:
             break
-        w2 = s / z
-        if not _factor(E, w2, Lb, Y, Ls):
-            return x / xe / tau, NUMERICAL_TROUBLE, it
-        _kkt(E, w2, Lb, Y, Ls, -c, -h, x1, z1, gz, tmp)        # the tau column, both steps
-        denom = -np.sum(c * x1) - np.sum(h * z1) + kap / tau
+        for k in range(nr):
+            w2[k] = s[k] / z[k]
+        if not _factor(E, w2, F):
+            return _result(x, xe, tau, n, m, use_z, stuck, it)
+        _kkt(E, w2, F, -c, -h, x1, z1, W)             # the tau column, both steps
+        denom = -_dot(c, x1) - _dot(h, z1) + kap / tau
         # affine (predictor) step
         rc, rk = -s * z, -tau * kap
-        _kkt(E, w2, Lb, Y, Ls, -rx, -rz + rc / z, x2, z2, gz, tmp)
-        dta = (-rt + np.sum(c * x2) + np.sum(h * z2) + rk / tau) / denom
+        _kkt(E, w2, F, -rx, -rz + rc / z, x2, z2, W)
+        dta = _tau_step(c, h, rt, x2, z2, rk, tau, denom, 1.0)
         dza = z2 + dta * z1
         dsa = (rc - s * dza) / z
         dka = (rk - kap * dta) / tau
@@ -364,16 +520,19 @@ def _solve(scale, capacity, a, need, cost, max_iter):
         f = 1.0 - sigma
         rc = -s * z + sigma * mu - dsa * dza
         rk = -tau * kap + sigma * mu - dta * dka
-        _kkt(E, w2, Lb, Y, Ls, -f * rx, -f * rz + rc / z, x2, z2, gz, tmp)
-        dtau = (-f * rt + np.sum(c * x2) + np.sum(h * z2) + rk / tau) / denom
-        dx = x2 + dtau * x1
+        _kkt(E, w2, F, -f * rx, -f * rz + rc / z, x2, z2, W)
+        dtau = _tau_step(c, h, rt, x2, z2, rk, tau, denom, f)
         dz = z2 + dtau * z1
         ds = (rc - s * dz) / z
         dkap = (rk - kap * dtau) / tau
-        step = max(GAMMA * _max_step(z, dz, s, ds, tau, dtau, kap, dkap), STEP_MIN)
-        x += step * dx
-        z += step * dz
-        s += step * ds
+        step = GAMMA * _max_step(z, dz, s, ds, tau, dtau, kap, dkap)
+        if not step >= STEP_MIN:                   # stuck at the boundary (or NaN)
+            return _result(x, xe, tau, n, m, use_z, stuck, it)
+        for k in range(nv):
+            x[k] += step * (x2[k] + dtau * x1[k])
+        for k in range(nr):
+            z[k] += step * dz[k]
+            s[k] += step * ds[k]
         tau += step * dtau
         kap += step * dkap
-    return x / xe / tau, ITERATION_LIMIT, max_iter
+    return _result(x, xe, tau, n, m, use_z, ITERATION_LIMIT, max_iter)

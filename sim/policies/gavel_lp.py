@@ -10,9 +10,10 @@ with ``s_i`` the scale factor (GPUs the job asks for) and ``N_t`` the GPUs of ty
 :class:`AllocationLP` builds that matrix once per job set in sparse column-wise (CSC) form and
 re-solves it with different objective rows; nothing here loops over jobs in Python.
 
-Solvers (``solver=``; docs/gavel.md, "Solver"): ``"structured"`` (the default) is our
-interior-point method for exactly these LPs (:mod:`sim.policies.gavel_ipm`), in Gavel's own
-formulation; what it cannot finish goes to HiGHS's IPM.  ``"ipm"`` is HiGHS's interior-point
+Solvers (``solver=``; docs/gavel.md, "Solver"): ``"structured"`` (the default) follows
+ECOS's published method on the rows cvxpy hands ECOS (:mod:`sim.policies.gavel_hsd`), which
+lands on the points Gavel's runs use; what it cannot finish goes to our Mehrotra
+interior point for exactly these LPs (:mod:`sim.policies.gavel_ipm`), then to HiGHS's IPM.  ``"ipm"`` is HiGHS's interior-point
 method without crossover and without presolve, called directly (the HiGHS build that scipy's
 ``linprog(method="highs-*")`` wraps, ``scipy.optimize._highspy``, or the ``highspy`` package
 where scipy has none; with neither, scipy before 1.15, ``linprog`` itself:
@@ -161,7 +162,7 @@ class AllocationLP:
         self.col_upper = np.r_[np.ones(nm), _HIGHS.inf]
         self.simplex_fallbacks = 0      # solves the IPM failed and the simplex made (_solve)
         self.highs_fallbacks = 0        # solves the structured IPM failed and HiGHS made
-        self.ecos_path_fallbacks = 0    # feasibility solves gavel_hsd failed (_structured)
+        self.ecos_path_fallbacks = 0    # solves gavel_hsd failed and gavel_ipm made (_structured)
 
     # -- pieces --------------------------------------------------------------
     def _matrix(self, a: np.ndarray | None, z_coef: float):
@@ -208,16 +209,19 @@ class AllocationLP:
         """(x, row activities) from :func:`sim.policies.gavel_ipm.solve`, or None.  The z
         column enters only when it has a cost or a coefficient (the feasibility problem has
         neither); X has no upper bound there (Gavel's own formulation), the job rows
-        bound it.  The feasibility problem is solved on ECOS's path first
-        (:mod:`sim.policies.gavel_hsd`; ``ecos_path_fallbacks`` counts the solves it cannot
-        finish, which go to the interior point here)."""
+        bound it.  Every problem is solved on ECOS's path first (:mod:`sim.policies.gavel_hsd`;
+        ``ecos_path_fallbacks`` counts the solves it cannot finish, which go to
+        :mod:`sim.policies.gavel_ipm`)."""
         n, m = self.n, self.m
         use_z = a is not None and (c[-1] != 0.0 or z_coef != 0.0)
-        if a is not None and not use_z and not c.any():
-            X, status, _ = gavel_hsd.solve_feasibility(self.scale, self.capacity, a, -rhs)
-            if status == gavel_hsd.OPTIMAL:
-                return np.r_[X.ravel(), 0.0], gavel_ipm.row_activities(self.scale, a, 0.0, X, 0.0)
-            self.ecos_path_fallbacks += 1
+        X, z, status, _ = gavel_hsd.solve(self.scale, self.capacity, c[: n * m].reshape(n, m),
+                                          c[-1], a, z_coef, rhs, use_z)
+        # close to optimal is ECOS's "optimal_inaccurate": Gavel uses that x for max-min and
+        # max-sum, but its bisection takes only "optimal" as feasible
+        feasibility = a is not None and not use_z
+        if status == gavel_hsd.OPTIMAL or (status == gavel_hsd.OPTIMAL_INACCURATE and not feasibility):
+            return np.r_[X.ravel(), z], gavel_ipm.row_activities(self.scale, a, z_coef, X, z)
+        self.ecos_path_fallbacks += 1
         X, z, status, *_ = gavel_ipm.solve(self.scale, self.capacity, c[: n * m].reshape(n, m),
                                           c[-1], a, z_coef, rhs, use_z)
         if status != gavel_ipm.OPTIMAL:
