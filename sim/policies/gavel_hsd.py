@@ -466,6 +466,9 @@ def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
     x, z, x1, z1, x2, z2 = (np.zeros(nv), np.zeros(nr), np.empty(nv), np.empty(nr),
                             np.empty(nv), np.empty(nr))
     rx, rz, gx, gz, w2 = np.empty(nv), np.empty(nr), np.empty(nr), np.empty(nv), np.ones(nr)
+    vx, vz, rc, dza, dsa, dz, ds = (np.empty(nv), np.empty(nr), np.empty(nr), np.empty(nr),
+                                    np.empty(nr), np.empty(nr), np.empty(nr))
+    negc, negh = -c, -h
     # CVXOPT's start: least-squares x, s = h - G x; z from G'z = -c; both into the cone
     if not _factor(E, w2, F):
         return _result(x, xe, 1.0, n, m, use_z, NUMERICAL_TROUBLE, 0)
@@ -505,25 +508,36 @@ def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
             w2[k] = s[k] / z[k]
         if not _factor(E, w2, F):
             return _result(x, xe, tau, n, m, use_z, stuck, it)
-        _kkt(E, w2, F, -c, -h, x1, z1, W)             # the tau column, both steps
+        _kkt(E, w2, F, negc, negh, x1, z1, W)         # the tau column, both steps
         denom = -_dot(c, x1) - _dot(h, z1) + kap / tau
         # affine (predictor) step
-        rc, rk = -s * z, -tau * kap
-        _kkt(E, w2, F, -rx, -rz + rc / z, x2, z2, W)
+        rk = -tau * kap
+        for k in range(nv):
+            vx[k] = -rx[k]
+        for k in range(nr):
+            rc[k] = -s[k] * z[k]
+            vz[k] = -rz[k] + rc[k] / z[k]
+        _kkt(E, w2, F, vx, vz, x2, z2, W)
         dta = _tau_step(c, h, rt, x2, z2, rk, tau, denom, 1.0)
-        dza = z2 + dta * z1
-        dsa = (rc - s * dza) / z
+        for k in range(nr):
+            dza[k] = z2[k] + dta * z1[k]
+            dsa[k] = (rc[k] - s[k] * dza[k]) / z[k]
         dka = (rk - kap * dta) / tau
         sigma = min(max((1.0 - _max_step(z, dza, s, dsa, tau, dta, kap, dka)) ** 3, SIGMA_MIN),
                     SIGMA_MAX)
         # combined step
         f = 1.0 - sigma
-        rc = -s * z + sigma * mu - dsa * dza
         rk = -tau * kap + sigma * mu - dta * dka
-        _kkt(E, w2, F, -f * rx, -f * rz + rc / z, x2, z2, W)
+        for k in range(nv):
+            vx[k] = -f * rx[k]
+        for k in range(nr):
+            rc[k] = -s[k] * z[k] + sigma * mu - dsa[k] * dza[k]
+            vz[k] = -f * rz[k] + rc[k] / z[k]
+        _kkt(E, w2, F, vx, vz, x2, z2, W)
         dtau = _tau_step(c, h, rt, x2, z2, rk, tau, denom, f)
-        dz = z2 + dtau * z1
-        ds = (rc - s * dz) / z
+        for k in range(nr):
+            dz[k] = z2[k] + dtau * z1[k]
+            ds[k] = (rc[k] - s[k] * dz[k]) / z[k]
         dkap = (rk - kap * dtau) / tau
         step = GAMMA * _max_step(z, dz, s, ds, tau, dtau, kap, dkap)
         if not step >= STEP_MIN:                   # stuck at the boundary (or NaN)
