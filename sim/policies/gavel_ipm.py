@@ -23,7 +23,9 @@ variables: the same barrier as ECOS's on Gavel's cvxpy problem.  It stops at rel
 and dual infeasibility and duality gap ``tol`` (HiGHS's IPM defaults are 1e-7 and 1e-8; we use
 1e-8 for all three).  Like any interior-point method without crossover it returns a point in
 the relative interior of the optimal face, not a vertex; which interior point depends on the
-method's path (ECOS's, IPX's and this one differ; docs/gavel.md, "Solver").
+method's path (ECOS's, IPX's and this one differ; docs/gavel.md, "Solver").  Since ECOS's
+own path is followed by :mod:`sim.policies.gavel_hsd`, this method solves what that one
+cannot finish (``AllocationLP._structured``).
 
 :func:`solve` returns a status instead of raising: 0 optimal, 1 iteration limit, 2 numerical
 trouble (a zero pivot, a non-finite iterate, or more than ``MAX_GLOBAL_JOBS`` jobs to keep in
