@@ -199,3 +199,14 @@ def test_allocation_lp_takes_the_ecos_path_and_falls_back(monkeypatch):
     lp2 = AllocationLP(d["scale0"], d["capacity0"])
     X2 = lp2.feasible(d["a0"], d["need0"])
     assert lp2.ecos_path_fallbacks == 1 and np.all((d["a0"] * X2).sum(axis=1) >= d["need0"] * (1 - 1e-6))
+
+
+def test_mehrotra_solver_is_gavel_ipm_alone():
+    # solver="mehrotra" reproduces the numbers measured before ECOS's path: gavel_ipm's point
+    from sim.policies import gavel_ipm
+    scale, capacity, a, x_ecos, _ = _fixture("mm_", 0)
+    n, m = a.shape
+    X, *_ = gavel_ipm.solve(scale, capacity, np.zeros((n, m)), -1.0, a, 1.0, np.zeros(n), True)
+    lp = AllocationLP(scale, capacity, "mehrotra")
+    np.testing.assert_array_equal(lp.max_min(a)[0], np.clip(X, 0.0, 1.0))
+    assert lp.ecos_path_fallbacks == 0 and np.abs(X - x_ecos).max() > 1e-2

@@ -13,7 +13,9 @@ re-solves it with different objective rows; nothing here loops over jobs in Pyth
 Solvers (``solver=``; docs/gavel.md, "Solver"): ``"structured"`` (the default) follows
 ECOS's published method on the rows cvxpy hands ECOS (:mod:`sim.policies.gavel_hsd`), which
 lands on the points Gavel's runs use; what it cannot finish goes to our Mehrotra
-interior point for exactly these LPs (:mod:`sim.policies.gavel_ipm`), then to HiGHS's IPM.  ``"ipm"`` is HiGHS's interior-point
+interior point for exactly these LPs (:mod:`sim.policies.gavel_ipm`), then to HiGHS's IPM.
+``"mehrotra"`` is that interior point alone (then HiGHS's IPM): the default before ECOS's
+path, kept so that numbers measured with it can be reproduced.  ``"ipm"`` is HiGHS's interior-point
 method without crossover and without presolve, called directly (the HiGHS build that scipy's
 ``linprog(method="highs-*")`` wraps, ``scipy.optimize._highspy``, or the ``highspy`` package
 where scipy has none; with neither, scipy before 1.15, ``linprog`` itself:
@@ -54,10 +56,14 @@ MAKESPAN_BRACKET_S = (100.0, 1.0e6)
 MAKESPAN_RATIO = 1.05
 
 
-#: every solver name: our structured interior point (:mod:`sim.policies.gavel_ipm`), then
-#: HiGHS's (:data:`SOLVERS`); the first is every Gavel LP policy's default
-SOLVER_NAMES = ("structured", *SOLVERS)
+#: every solver name: ours (:data:`OURS`), then HiGHS's (:data:`SOLVERS`); the first is every
+#: Gavel LP policy's default
+SOLVER_NAMES = ("structured", "mehrotra", *SOLVERS)
 DEFAULT_SOLVER = SOLVER_NAMES[0]
+#: our solvers: ECOS's path then the Mehrotra interior point ("structured"), or the Mehrotra
+#: interior point alone ("mehrotra": the default of the twenty-seventh and twenty-eighth
+#: sessions, which reproduces their numbers); HiGHS's IPM takes what they cannot finish
+OURS = {"structured": True, "mehrotra": False}
 
 
 def check_solver(solver: str) -> str:
@@ -192,20 +198,20 @@ class AllocationLP:
         experiment, coefficients 0.4-162), the simplex solves it once more
         (``simplex_fallbacks`` counts those): a vertex of the same optimum, not a failed run."""
         upper = self.base_rhs if rhs is None else np.concatenate([self.base_rhs, rhs])
-        if self.solver == "structured":
-            x = self._accepted(self._structured(c, a, z_coef, rhs), upper)
+        if self.solver in OURS:
+            x = self._accepted(self._structured(c, a, z_coef, rhs, OURS[self.solver]), upper)
             if x is not None:
                 return x
             self.highs_fallbacks += 1
         matrix = self._matrix(a, z_coef)
-        solver = "ipm" if self.solver == "structured" else self.solver
+        solver = "ipm" if self.solver in OURS else self.solver
         x = self._accepted(_HIGHS.solve(solver, c, *matrix, self.col_upper, upper), upper)
         if x is None and solver != "simplex":
             x = self._accepted(_HIGHS.solve("simplex", c, *matrix, self.col_upper, upper), upper)
             self.simplex_fallbacks += x is not None
         return x
 
-    def _structured(self, c, a, z_coef, rhs):
+    def _structured(self, c, a, z_coef, rhs, ecos_path: bool = True):
         """(x, row activities) from :func:`sim.policies.gavel_ipm.solve`, or None.  The z
         column enters only when it has a cost or a coefficient (the feasibility problem has
         neither); X has no upper bound there (Gavel's own formulation), the job rows
@@ -214,14 +220,16 @@ class AllocationLP:
         :mod:`sim.policies.gavel_ipm`)."""
         n, m = self.n, self.m
         use_z = a is not None and (c[-1] != 0.0 or z_coef != 0.0)
-        X, z, status, _ = gavel_hsd.solve(self.scale, self.capacity, c[: n * m].reshape(n, m),
-                                          c[-1], a, z_coef, rhs, use_z)
-        # close to optimal is ECOS's "optimal_inaccurate": Gavel uses that x for max-min and
-        # max-sum, but its bisection takes only "optimal" as feasible
-        feasibility = a is not None and not use_z
-        if status == gavel_hsd.OPTIMAL or (status == gavel_hsd.OPTIMAL_INACCURATE and not feasibility):
-            return np.r_[X.ravel(), z], gavel_ipm.row_activities(self.scale, a, z_coef, X, z)
-        self.ecos_path_fallbacks += 1
+        if ecos_path:
+            X, z, status, _ = gavel_hsd.solve(self.scale, self.capacity, c[: n * m].reshape(n, m),
+                                              c[-1], a, z_coef, rhs, use_z)
+            # close to optimal is ECOS's "optimal_inaccurate": Gavel uses that x for max-min
+            # and max-sum, but its bisection takes only "optimal" as feasible
+            feasibility = a is not None and not use_z
+            if status == gavel_hsd.OPTIMAL or (status == gavel_hsd.OPTIMAL_INACCURATE
+                                               and not feasibility):
+                return np.r_[X.ravel(), z], gavel_ipm.row_activities(self.scale, a, z_coef, X, z)
+            self.ecos_path_fallbacks += 1
         X, z, status, *_ = gavel_ipm.solve(self.scale, self.capacity, c[: n * m].reshape(n, m),
                                           c[-1], a, z_coef, rhs, use_z)
         if status != gavel_ipm.OPTIMAL:
