@@ -253,7 +253,8 @@ def _chol_solve(L, i, b, b0, out, o0):
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _invert(L, Binv, i):
-    """Binv[i] = (L[0] L[0]')^-1 from the Cholesky factor (k x k)."""
+    """Binv[i] = (L[0] L[0]')^-1 from the Cholesky factor in L[0] (k x k; every job's block
+    is factored into the same scratch L[0] and inverted into its own Binv[i])."""
     k = L.shape[1]
     for u in range(k):                       # column u of L^-1 in Binv[i][:, u] (lower part)
         for j in range(k):

@@ -145,7 +145,7 @@ class AllocationLP:
     Args:
         scale: int [n] scale factors (GPUs per job).
         capacity: int [m] GPUs of each type.
-        solver: a key of :data:`SOLVERS`.
+        solver: a name in :data:`SOLVER_NAMES` (ours, :data:`OURS`, or HiGHS's, :data:`SOLVERS`).
 
     Variables are ``X`` flattened row-major (n*m), then one auxiliary ``z`` (max-min).  Rows:
     the m capacity rows, the n rows ``sum_t X[i, t] <= 1``, then (max-min and feasibility) n
@@ -169,6 +169,7 @@ class AllocationLP:
         self.simplex_fallbacks = 0      # solves the IPM failed and the simplex made (_solve)
         self.highs_fallbacks = 0        # solves the structured IPM failed and HiGHS made
         self.ecos_path_fallbacks = 0    # solves gavel_hsd failed and gavel_ipm made (_structured)
+        self.ecos_path_inaccurate = 0   # gavel_hsd's "close to optimal" points taken (max-min, max-sum)
 
     # -- pieces --------------------------------------------------------------
     def _matrix(self, a: np.ndarray | None, z_coef: float):
@@ -191,7 +192,7 @@ class AllocationLP:
                rhs: np.ndarray | None = None):
         """Solve ``min c x`` over the base rows (plus the extra rows of ``a``); returns x,
         or None when no solver finds an optimum or the point fails linprog's acceptance
-        test.  ``structured`` (:mod:`sim.policies.gavel_ipm`) hands a problem it cannot
+        test.  Our solvers (:data:`OURS`, :meth:`_structured`) hand a problem they cannot
         finish to HiGHS's IPM (``highs_fallbacks`` counts those).  When HiGHS's
         interior-point solver fails on a problem (its IPM without crossover sometimes stops
         short of its tolerances on a well-posed LP: a 124-job max-min LP of the Hops FTF
@@ -212,7 +213,8 @@ class AllocationLP:
         return x
 
     def _structured(self, c, a, z_coef, rhs, ecos_path: bool = True):
-        """(x, row activities) from :func:`sim.policies.gavel_ipm.solve`, or None.  The z
+        """(x, row activities) from :func:`sim.policies.gavel_hsd.solve` (``ecos_path``) or
+        else :func:`sim.policies.gavel_ipm.solve`, or None.  The z
         column enters only when it has a cost or a coefficient (the feasibility problem has
         neither); X has no upper bound there (Gavel's own formulation), the job rows
         bound it.  Every problem is solved on ECOS's path first (:mod:`sim.policies.gavel_hsd`;
@@ -228,6 +230,7 @@ class AllocationLP:
             feasibility = a is not None and not use_z
             if status == gavel_hsd.OPTIMAL or (status == gavel_hsd.OPTIMAL_INACCURATE
                                                and not feasibility):
+                self.ecos_path_inaccurate += status == gavel_hsd.OPTIMAL_INACCURATE
                 return np.r_[X.ravel(), z], gavel_ipm.row_activities(self.scale, a, z_coef, X, z)
             self.ecos_path_fallbacks += 1
         X, z, status, *_ = gavel_ipm.solve(self.scale, self.capacity, c[: n * m].reshape(n, m),
