@@ -49,13 +49,12 @@ def _objective(p, X, z):
 
 
 def _agree(p, got, want):
-    """Both optimal: the same optimum (1e-8) and nearly the same point.  The end of an
-    interior-point path on a degenerate LP moves with rounding, most where ECOS's shift
-    starts an all-positive point next to the boundary (measured on 600 random LPs: median
-    1e-14, 99th percentile 5e-5, largest 1.6e-2)."""
+    """Both optimal: the same optimum (1e-8) and nearly the same point and iterations (the
+    end of an interior-point path on a degenerate LP moves with rounding; measured on 600
+    random LPs: median 2e-14, largest 8e-5, iterations within 3)."""
     (X, z, _, it), (Xr, zr, _, it_r) = got, want
     assert abs(_objective(p, X, z) - _objective(p, Xr, zr)) <= 1e-8 * max(1.0, abs(_objective(p, Xr, zr)))
-    assert np.abs(X - Xr).max(initial=0.0) < 5e-2 and abs(it - it_r) <= 8
+    assert np.abs(X - Xr).max(initial=0.0) < 1e-3 and abs(it - it_r) <= 4
     _feasible(p, X)
 
 
@@ -68,15 +67,14 @@ def test_kernel_matches_its_reference(p):
         _agree(p, got, want)
     elif got[2] == gavel_hsd.INFEASIBLE:
         assert want[2] == gavel_hsd.INFEASIBLE
-    else:            # the end game of a degenerate LP: the caller falls back (below: how rare)
+    else:            # trouble even densely: the caller falls back (below: how rare)
         assert got[2] in (gavel_hsd.NUMERICAL_TROUBLE, gavel_hsd.OPTIMAL_INACCURATE)
 
 
 def test_kernel_finishes_what_its_reference_finishes_nearly_always():
     # 300 random LPs of the three kinds (agnostic rows, zero throughputs, coefficients
-    # 0.3-160): the kernel ends optimal where the reference does on at least 95% of them
-    # (measured: 96-97%; the rest end in NUMERICAL_TROUBLE near the optimum, where the
-    # normal equations lose what the reference's augmented system keeps, and go to gavel_ipm)
+    # 0.3-160): the kernel ends optimal where the reference does on at least 99% of them
+    # (measured: all 300; 289 before the dense rerun of a solve that ends in trouble)
     rng = np.random.default_rng(7)
     both = finished = 0
     for k in range(300):
@@ -103,7 +101,7 @@ def test_kernel_finishes_what_its_reference_finishes_nearly_always():
             if got[2] == gavel_hsd.OPTIMAL:
                 finished += 1
                 _agree(p, got, want)
-    assert both >= 280 and finished >= 0.95 * both
+    assert both >= 290 and finished >= 0.99 * both
 
 
 def _fixture(prefix, j):
@@ -157,6 +155,23 @@ def test_an_all_positive_start_is_shifted_as_ecos_shifts_it():
                                        np.ones((2, 2)), 1.0, np.zeros(2), True)
     assert status == gavel_hsd.OPTIMAL and it == 5
     np.testing.assert_allclose(X, 0.5, atol=1e-8)
+
+
+@pytest.mark.parametrize("p, iterations", [
+    ((np.ones(6), [2.0, 3.0], -np.tile([2.0, 3.0], (6, 1))), 5),
+    ((np.ones(4), [2.0, 3.0], np.zeros((4, 2)), -1.0, np.tile([2.0, 3.0], (4, 1)), 1.0,
+      np.zeros(4), True), 7),
+    (([1.0, 1.0], [0.0, 2.0], np.zeros((2, 2)), -1.0, np.array([[1.0, 2.0], [3.0, 1.0]]), 1.0,
+      np.zeros(2), True), 7),
+])
+def test_tight_capacity_rows_are_solved_densely(p, iterations):
+    # the normal equations lose these (a tight capacity row: the Woodbury correction cancels;
+    # a type with no GPUs): the solve reruns on the augmented system and ends where the
+    # reference and ECOS 2.0.10 end (ECOS: optimal in 5, 6 and 7 iterations)
+    X, z, status, it = gavel_hsd.solve(*p)
+    Xr, zr, status_r, it_r = solve_reference(*p)
+    assert status == status_r == gavel_hsd.OPTIMAL and it == it_r == iterations
+    np.testing.assert_allclose(X, Xr, atol=1e-6)
 
 
 def test_an_infeasible_need_is_reported():

@@ -40,7 +40,10 @@ of every iteration) and its x on Gavel's LPs: the same iterations, x within 3e-4
 (docs/gavel.md).  ECOS's KKT solver (a regularised sparse LDL with iterative refinement) is
 not reproduced: here the normal equations ``G' W^-2 G dx = r`` are solved by eliminating
 every job's m x m block, a Woodbury correction for the m capacity rows and a bordered
-elimination of z, with iterative refinement; the directions agree to rounding.
+elimination of z, with iterative refinement; the directions agree to rounding.  Where rows
+are tight the normal equations can lose what the augmented system keeps (the Woodbury
+correction of a tight capacity row cancels): a solve that ends in trouble or close to optimal
+is rerun from the start on the augmented system, densely (:data:`RESCUE_MAX_SIZE`).
 
 :func:`solve` returns a status instead of raising: 0 optimal, 1 iteration limit, 2 numerical
 trouble (a failed factorization or a step below :data:`STEP_MIN`), 3 infeasible (the test
@@ -76,6 +79,11 @@ MAX_ITERATIONS = 100
 #: iterative refinement of each normal-equations solve
 REFINEMENT_STEPS = 8
 REFINEMENT_TOLERANCE = 1e-13
+#: a solve that ends in trouble or "close to optimal" is rerun from the start with every
+#: Newton system solved densely on the augmented system (the reference's method) when that
+#: has at most RESCUE_MAX_SIZE unknowns: where capacity or other rows are tight the normal
+#: equations lose what the augmented system keeps (docs/gavel.md, "Solver")
+RESCUE_MAX_SIZE = 400
 #: a job block's pivot below REG_EPS times its largest diagonal entry becomes REG_DELTA times
 #: it (the block is singular where every type runs the job and its rows are alike: agnostic
 #: max-min; the capacity rows make the whole system definite)
@@ -363,9 +371,14 @@ def _normal_solve(E, F, r, dx):
 
 
 @njit(cache=True, error_model="numpy")
-def _kkt(E, w2, F, rx, rz, dx, dz, W):
+def _kkt(E, w2, F, rx, rz, dx, dz, W, dense):
     """Solve ``G' dz = rx, -G dx + W^2 dz = rz``: dx from the normal equations (refined),
-    ``dz = (rz + G dx) / W^2``.  W: work buffers (rows, variables x 3)."""
+    ``dz = (rz + G dx) / W^2``; with dense, on the augmented system instead
+    (:func:`_augmented_solve`).  W: work buffers (rows, variables x 3)."""
+    if dense:
+        if not _augmented_solve(E, w2, rx, rz, dx, dz):
+            dx[:] = np.nan                        # a singular system: the solve ends in trouble
+        return
     trow, r, gz, corr = W
     for k in range(rz.shape[0]):
         trow[k] = rz[k] / w2[k]
@@ -395,6 +408,73 @@ def _kkt(E, w2, F, rx, rz, dx, dz, W):
     _gx(E, dx, trow)
     for k in range(rz.shape[0]):
         dz[k] = (rz[k] + trow[k]) / w2[k]
+
+
+@njit(cache=True, error_model="numpy")
+def _augmented_size(E):
+    eP, eC, eJ, eR, ez, rows, use_z = E
+    n, m = eP.shape
+    return 2 * n * m + m + n + (n if rows else 0) + (1 if use_z else 0)
+
+
+@njit(cache=True, error_model="numpy")
+def _augmented_solve(E, w2, rx, rz, dx, dz):
+    """``[0 G'; -G W^2] [dx; dz] = [rx; rz]`` built densely and solved by Gaussian elimination
+    with partial pivoting (the reference's method).  False on a singular system."""
+    nv, nr = rx.shape[0], rz.shape[0]
+    size = nv + nr
+    K = np.zeros((size, size))
+    sol = np.empty(size)
+    col = np.zeros(nv)
+    g = np.empty(nr)
+    for j in range(nv):                      # column j of G is G e_j
+        col[j] = 1.0
+        _gx(E, col, g)
+        col[j] = 0.0
+        for q in range(nr):
+            if g[q] != 0.0:
+                K[j, nv + q] = g[q]
+                K[nv + q, j] = -g[q]
+    for q in range(nr):
+        K[nv + q, nv + q] = w2[q]
+        sol[nv + q] = rz[q]
+    for j in range(nv):
+        sol[j] = rx[j]
+    if not _lu_solve(K, sol):
+        return False
+    dx[:] = sol[:nv]
+    dz[:] = sol[nv:]
+    return True
+
+
+@njit(cache=True, error_model="numpy")
+def _lu_solve(K, b):
+    """b = K^-1 b by Gaussian elimination with partial pivoting, in place (K destroyed);
+    False on a zero or non-finite pivot (no exception)."""
+    k = K.shape[0]
+    for j in range(k):
+        p = j
+        for r in range(j + 1, k):
+            if abs(K[r, j]) > abs(K[p, j]):
+                p = r
+        if not (abs(K[p, j]) > 0.0 and np.isfinite(K[p, j])):
+            return False
+        if p != j:
+            for c in range(k):
+                K[j, c], K[p, c] = K[p, c], K[j, c]
+            b[j], b[p] = b[p], b[j]
+        for r in range(j + 1, k):
+            f = K[r, j] / K[j, j]
+            if f != 0.0:
+                for c in range(j, k):
+                    K[r, c] -= f * K[j, c]
+                b[r] -= f * b[j]
+    for j in range(k - 1, -1, -1):
+        v = b[j]
+        for c in range(j + 1, k):
+            v -= K[j, c] * b[c]
+        b[j] = v / K[j, j]
+    return True
 
 
 # -- the iteration --------------------------------------------------------------------------
@@ -468,6 +548,18 @@ def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
     F = (np.zeros((n, m, m)), np.zeros((1, m, m)), np.zeros((1, m, m)), np.empty((m, m)),
          np.empty((m, m)), np.empty(m), np.empty(m), np.zeros(nm), np.zeros(nm), np.zeros(1))
     W = (np.empty(nr), np.empty(nv), np.empty(nv), np.empty(nv))
+    X, zv, status, it = _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, False)
+    if status in (NUMERICAL_TROUBLE, OPTIMAL_INACCURATE) and _augmented_size(E) <= RESCUE_MAX_SIZE:
+        X, zv, status, it = _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, True)
+    return X, zv, status, it
+
+
+@njit(cache=True, error_model="numpy")
+def _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, dense):
+    """The iteration from CVXOPT's start (dense: every Newton system on the augmented system,
+    :func:`_augmented_solve`)."""
+    nm = n * m
+    nv, nr = xe.shape[0], h.shape[0]
     x, z, x1, z1, x2, z2 = (np.zeros(nv), np.zeros(nr), np.empty(nv), np.empty(nr),
                             np.empty(nv), np.empty(nr))
     rx, rz, gx, gz, w2 = np.empty(nv), np.empty(nr), np.empty(nr), np.empty(nv), np.ones(nr)
@@ -475,11 +567,11 @@ def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
                                     np.empty(nr), np.empty(nr), np.empty(nr))
     negc, negh = -c, -h
     # CVXOPT's start: least-squares x, s = h - G x; z from G'z = -c; both into the cone
-    if not _factor(E, w2, F):
+    if not dense and not _factor(E, w2, F):
         return _result(x, xe, 1.0, n, m, use_z, NUMERICAL_TROUBLE, 0)
-    _kkt(E, w2, F, np.zeros(nv), -h, x, z, W)
+    _kkt(E, w2, F, np.zeros(nv), -h, x, z, W, dense)
     s = _to_cone(-z)
-    _kkt(E, w2, F, -c, np.zeros(nr), x1, z1, W)
+    _kkt(E, w2, F, -c, np.zeros(nr), x1, z1, W, dense)
     z = _to_cone(z1)
     tau = kap = 1.0
     hn = max(1.0, np.sqrt(_dot(h, h)))
@@ -513,9 +605,9 @@ def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
             break
         for k in range(nr):
             w2[k] = s[k] / z[k]
-        if not _factor(E, w2, F):
+        if not dense and not _factor(E, w2, F):
             return _result(x, xe, tau, n, m, use_z, stuck, it)
-        _kkt(E, w2, F, negc, negh, x1, z1, W)         # the tau column, both steps
+        _kkt(E, w2, F, negc, negh, x1, z1, W, dense)  # the tau column, both steps
         denom = -_dot(c, x1) - _dot(h, z1) + kap / tau
         # affine (predictor) step
         rk = -tau * kap
@@ -524,7 +616,7 @@ def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
         for k in range(nr):
             rc[k] = -s[k] * z[k]
             vz[k] = -rz[k] + rc[k] / z[k]
-        _kkt(E, w2, F, vx, vz, x2, z2, W)
+        _kkt(E, w2, F, vx, vz, x2, z2, W, dense)
         dta = _tau_step(c, h, rt, x2, z2, rk, tau, denom, 1.0)
         for k in range(nr):
             dza[k] = z2[k] + dta * z1[k]
@@ -540,7 +632,7 @@ def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
         for k in range(nr):
             rc[k] = -s[k] * z[k] + sigma * mu - dsa[k] * dza[k]
             vz[k] = -f * rz[k] + rc[k] / z[k]
-        _kkt(E, w2, F, vx, vz, x2, z2, W)
+        _kkt(E, w2, F, vx, vz, x2, z2, W, dense)
         dtau = _tau_step(c, h, rt, x2, z2, rk, tau, denom, f)
         for k in range(nr):
             dz[k] = z2[k] + dtau * z1[k]
