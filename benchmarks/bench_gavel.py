@@ -74,7 +74,7 @@ class GavelLargeTrace:
 
 class GavelLP:
     timeout = 120
-    params = [["structured", "ipm"]]
+    params = [["structured", "mehrotra", "ipm"]]
     param_names = ["solver"]
 
     def setup(self, solver):
