@@ -29,6 +29,7 @@ dual simplex; different ties).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 
 import numpy as np
@@ -159,30 +160,37 @@ class AllocationLP:
         self.capacity = np.asarray(capacity, float)
         self.n, self.m = self.scale.shape[0], self.capacity.shape[0]
         self.solver = check_solver(solver)
-        n, m, nm = self.n, self.m, self.n * self.m
-        job, typ = np.divmod(np.arange(nm), m)
-        self._base_rows = np.column_stack([typ, m + job])          # per X column, sorted
-        self._base_data = np.column_stack([self.scale[job], np.ones(nm)])
-        self._extra_rows = (m + n + job)[:, None]
+        n, nm = self.n, self.n * self.m
         self.base_rhs = np.concatenate([self.capacity, np.ones(n)])
-        self.col_upper = np.r_[np.ones(nm), _HIGHS.inf]
+        self.col_upper = np.ones(nm + 1)
+        self.col_upper[nm] = _HIGHS.inf
         self.simplex_fallbacks = 0      # solves the IPM failed and the simplex made (_solve)
         self.highs_fallbacks = 0        # solves the structured IPM failed and HiGHS made
         self.ecos_path_fallbacks = 0    # solves gavel_hsd failed and gavel_ipm made (_structured)
         self.ecos_path_inaccurate = 0   # gavel_hsd's "close to optimal" points taken (max-min, max-sum)
 
     # -- pieces --------------------------------------------------------------
+    @functools.cached_property
+    def _base_layout(self):
+        """Per X column: its base rows (capacity, job; sorted), their coefficients, and its
+        extra row (built on first use: only HiGHS needs the matrix)."""
+        n, m, nm = self.n, self.m, self.n * self.m
+        job, typ = np.divmod(np.arange(nm), m)
+        return (np.column_stack([typ, m + job]), np.column_stack([self.scale[job], np.ones(nm)]),
+                (m + n + job)[:, None])
+
     def _matrix(self, a: np.ndarray | None, z_coef: float):
         """CSC (indptr, indices, data): the base rows, plus row i ``z_coef * z - sum_t a[i, t]
         X[i, t]`` when ``a`` is given (the layout scipy's ``csc_array`` gives linprog)."""
         n, m, nm = self.n, self.m, self.n * self.m
+        base_rows, base_data, extra_rows = self._base_layout
         if a is None:
-            per_col, rows, data = 2, self._base_rows, self._base_data
+            per_col, rows, data = 2, base_rows, base_data
             z_rows, z_data = np.zeros(0, np.int64), np.zeros(0)
         else:
             per_col = 3
-            rows = np.concatenate([self._base_rows, self._extra_rows], axis=1)
-            data = np.concatenate([self._base_data, -np.asarray(a, float).reshape(nm, 1)], axis=1)
+            rows = np.concatenate([base_rows, extra_rows], axis=1)
+            data = np.concatenate([base_data, -np.asarray(a, float).reshape(nm, 1)], axis=1)
             z_rows, z_data = m + n + np.arange(n), np.full(n, float(z_coef))
         indptr = np.r_[np.arange(nm + 1) * per_col, nm * per_col + z_rows.size]
         return (indptr.astype(np.int32), np.r_[rows.ravel(), z_rows].astype(np.int32),
