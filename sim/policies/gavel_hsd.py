@@ -57,6 +57,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .gavel_ipm import _dot, _lu, _lu_solve
+
 OPTIMAL, ITERATION_LIMIT, NUMERICAL_TROUBLE, INFEASIBLE, OPTIMAL_INACCURATE = 0, 1, 2, 3, 4
 #: Ruiz equilibration passes; norms below EQUIL_FLOOR leave their row or column unscaled
 EQUIL_ITERS = 3
@@ -419,8 +421,8 @@ def _augmented_size(E):
 
 @njit(cache=True, error_model="numpy")
 def _augmented_solve(E, w2, rx, rz, dx, dz):
-    """``[0 G'; -G W^2] [dx; dz] = [rx; rz]`` built densely and solved by Gaussian elimination
-    with partial pivoting (the reference's method).  False on a singular system."""
+    """``[0 G'; -G W^2] [dx; dz] = [rx; rz]`` built densely and solved by LU with partial
+    pivoting (the reference's method; gavel_ipm's LU).  False on a singular system."""
     nv, nr = rx.shape[0], rz.shape[0]
     size = nv + nr
     K = np.zeros((size, size))
@@ -440,40 +442,12 @@ def _augmented_solve(E, w2, rx, rz, dx, dz):
         sol[nv + q] = rz[q]
     for j in range(nv):
         sol[j] = rx[j]
-    if not _lu_solve(K, sol):
+    piv = _lu(K)
+    if piv.shape[0] == 0:
         return False
+    sol = _lu_solve(K, piv, sol)
     dx[:] = sol[:nv]
     dz[:] = sol[nv:]
-    return True
-
-
-@njit(cache=True, error_model="numpy")
-def _lu_solve(K, b):
-    """b = K^-1 b by Gaussian elimination with partial pivoting, in place (K destroyed);
-    False on a zero or non-finite pivot (no exception)."""
-    k = K.shape[0]
-    for j in range(k):
-        p = j
-        for r in range(j + 1, k):
-            if abs(K[r, j]) > abs(K[p, j]):
-                p = r
-        if not (abs(K[p, j]) > 0.0 and np.isfinite(K[p, j])):
-            return False
-        if p != j:
-            for c in range(k):
-                K[j, c], K[p, c] = K[p, c], K[j, c]
-            b[j], b[p] = b[p], b[j]
-        for r in range(j + 1, k):
-            f = K[r, j] / K[j, j]
-            if f != 0.0:
-                for c in range(j, k):
-                    K[r, c] -= f * K[j, c]
-                b[r] -= f * b[j]
-    for j in range(k - 1, -1, -1):
-        v = b[j]
-        for c in range(j + 1, k):
-            v -= K[j, c] * b[c]
-        b[j] = v / K[j, j]
     return True
 
 
@@ -499,14 +473,6 @@ def _max_step(z, dz, s, ds, tau, dtau, kap, dkap):
     if dkap < 0.0:
         alpha = min(alpha, -kap / dkap)
     return min(alpha, STEP_MAX)
-
-
-@njit(cache=True, error_model="numpy")
-def _dot(u, v):
-    s = 0.0
-    for k in range(u.shape[0]):
-        s += u[k] * v[k]
-    return s
 
 
 @njit(cache=True, error_model="numpy")
