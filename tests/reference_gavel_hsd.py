@@ -115,9 +115,3 @@ def solve_reference(scale, capacity, c, c_z=0.0, a=None, z_coef=0.0, rhs=None, u
             return result(x, tau, stuck, it)
         x, z, s = x + step * dx, z + step * dz, s + step * ds
         tau, kap = tau + step * dtau, kap + step * dkap
-
-
-def solve_feasibility_reference(scale, capacity, a, need, max_iter=100):
-    X, _, status, it = solve_reference(scale, capacity, np.zeros(np.shape(a)), 0.0, a, 0.0,
-                                       -np.asarray(need, float), False, max_iter)
-    return X, status, it

@@ -215,11 +215,10 @@ def _gtz(E, z, out):
 
 # -- the normal equations G' W^-2 G dx = r ----------------------------------------------------
 @njit(cache=True, error_model="numpy", inline="always")
-def _cholesky(A, L, i, regularize):
-    """L[i] L[i]' = A (k x k), in place.  regularize: a pivot below REG_EPS times the largest
-    diagonal entry becomes REG_DELTA times it (ECOS's dynamic regularization; the refinement
-    on the unregularized system removes the error).  False on a non-positive pivot (without
-    regularize) or a non-finite block."""
+def _cholesky(A, L, i):
+    """L[i] L[i]' = A (k x k), in place; a pivot below REG_EPS times the largest diagonal
+    entry becomes REG_DELTA times it (ECOS's dynamic regularization; the refinement on the
+    unregularized system removes the error).  False on a non-finite block."""
     k = A.shape[0]
     top = 0.0
     for j in range(k):
@@ -231,7 +230,7 @@ def _cholesky(A, L, i, regularize):
         for p in range(j):
             d -= L[i, j, p] * L[i, j, p]
         if not d > REG_EPS * top:
-            if not regularize or not np.isfinite(d):
+            if not np.isfinite(d):
                 return False
             d = REG_DELTA * top
         L[i, j, j] = np.sqrt(d)
@@ -246,19 +245,19 @@ def _cholesky(A, L, i, regularize):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _chol_solve(L, i, b, b0, out, o0):
-    """out[o0:o0+k] = (L[i] L[i]')^-1 b[b0:b0+k]."""
+def _chol_solve(L, i, b, out):
+    """out = (L[i] L[i]')^-1 b (k entries)."""
     k = L.shape[1]
     for j in range(k):
-        v = b[b0 + j]
+        v = b[j]
         for p in range(j):
-            v -= L[i, j, p] * out[o0 + p]
-        out[o0 + j] = v / L[i, j, j]
+            v -= L[i, j, p] * out[p]
+        out[j] = v / L[i, j, j]
     for j in range(k - 1, -1, -1):
-        v = out[o0 + j]
+        v = out[j]
         for p in range(j + 1, k):
-            v -= L[i, p, j] * out[o0 + p]
-        out[o0 + j] = v / L[i, j, j]
+            v -= L[i, p, j] * out[p]
+        out[j] = v / L[i, j, j]
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -306,13 +305,13 @@ def _factor(E, w2, F):
             for u in range(m):
                 B[t, u] = eJ[i, t] * eJ[i, u] * ij + eR[i, t] * eR[i, u] * ir
             B[t, t] += eP[i, t] * eP[i, t] / w2[i * m + t]
-        if not _cholesky(B, L, 0, True):
+        if not _cholesky(B, L, 0):
             return False
         _invert(L, Binv, i)
         for t in range(m):
             for u in range(m):
                 S[t, u] += eC[i, t] * Binv[i, t, u] * eC[i, u]
-    if not _cholesky(S, Ls, 0, True):
+    if not _cholesky(S, Ls, 0):
         return False
     if use_z:
         d = 0.0
@@ -346,7 +345,7 @@ def _x_solve(E, F, r, dx):
                 s += Binv[i, t, u] * r[i * m + u]
             dx[i * m + t] = s
             col[t] += eC[i, t] * s
-    _chol_solve(Ls, 0, col, 0, out, 0)
+    _chol_solve(Ls, 0, col, out)
     for i in range(n):
         for t in range(m):
             s = 0.0

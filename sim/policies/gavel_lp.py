@@ -165,7 +165,7 @@ class AllocationLP:
         self.col_upper = np.ones(nm + 1)
         self.col_upper[nm] = _HIGHS.inf
         self.simplex_fallbacks = 0      # solves the IPM failed and the simplex made (_solve)
-        self.highs_fallbacks = 0        # solves the structured IPM failed and HiGHS made
+        self.highs_fallbacks = 0        # solves our solvers failed and HiGHS made
         self.ecos_path_fallbacks = 0    # solves gavel_hsd failed and gavel_ipm made (_structured)
         self.ecos_path_inaccurate = 0   # gavel_hsd's "close to optimal" points taken (max-min, max-sum)
 
