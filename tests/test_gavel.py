@@ -434,12 +434,16 @@ def test_round_plan_matches_reference(d, data):
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
 def test_queues_are_lexsort_order(data):
-    """The queue sort (insertion runs, then merges) gives np.lexsort's stable order, on more
-    jobs than one insertion run and with many ties in every key."""
+    """The queue sort (radix on the priority's top bits, then insertion runs and merges on the
+    whole comparison) gives np.lexsort's stable order, on more jobs than one insertion run,
+    with many ties in every key, priorities equal in their top bits only, signed zeros,
+    negatives and subnormals."""
     from sim.policies.gavel_kernels import QUEUE_RUN, _queues
-    n = data.draw(st.integers(0, 5 * QUEUE_RUN))
+    n = data.draw(st.integers(0, 20 * QUEUE_RUN))
     m = data.draw(st.integers(1, 3))
-    keys = st.lists(st.sampled_from([0.0, 0.5, 1.0, 1e9]), min_size=n * m, max_size=n * m)
+    values = st.sampled_from([0.0, -0.0, 0.5, 1.0, 1.0 + 2**-40, 1.0 - 2**-45, 1e9, -3.0, 5e-324,
+                              np.nextafter(1e9, 2e9)])
+    keys = st.lists(values | st.floats(-1e12, 1e12), min_size=n * m, max_size=n * m)
     pri, deficit, x = (np.array(data.draw(keys)).reshape(n, m) for _ in range(3))
     got = _queues(pri, deficit, x)
     for t in range(m):

@@ -185,12 +185,6 @@ def test_no_jobs():
     assert X.shape == (0, 2) and status == gavel_hsd.OPTIMAL
 
 
-def _buffers(n, m, nv, nr):
-    F = (np.zeros((n, m, m)), np.zeros((1, m, m)), np.zeros((1, m, m)), np.empty((m, m)),
-         np.empty((m, m)), np.empty(m), np.empty(m), np.zeros(n * m), np.zeros(n * m), np.zeros(1))
-    return F
-
-
 @settings(max_examples=40, deadline=None)
 @given(problems(), st.integers(0, 2**31))
 def test_job_blocks_woodbury_and_bordering_solve_the_normal_equations(p, seed):
@@ -204,7 +198,7 @@ def test_job_blocks_woodbury_and_bordering_solve_the_normal_equations(p, seed):
     rng = np.random.default_rng(seed)
     w2 = 10.0 ** rng.uniform(-3, 3, G.shape[0])
     r = rng.normal(size=G.shape[1])
-    F = _buffers(n, m, G.shape[1], G.shape[0])
+    F = gavel_hsd._factor_buffers(n, m)
     assert gavel_hsd._factor(E, w2, F)
     dx = np.empty(G.shape[1])
     gavel_hsd._normal_solve(E, F, r, dx)

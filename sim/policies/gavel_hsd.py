@@ -214,119 +214,138 @@ def _gtz(E, z, out):
 
 
 # -- the normal equations G' W^-2 G dx = r ----------------------------------------------------
-@njit(cache=True, error_model="numpy", inline="always")
-def _cholesky(A, L, i):
-    """L[i] L[i]' = A (k x k), in place; a pivot below REG_EPS times the largest diagonal
-    entry becomes REG_DELTA times it (ECOS's dynamic regularization; the refinement on the
-    unregularized system removes the error).  False on a non-finite block."""
-    k = A.shape[0]
-    top = 0.0
+# Every job's m x m block is stored along the last axis ([m, m, n]: entry (t, u) of all jobs
+# contiguous), so each step of the factorizations runs over all jobs at once.  Each entry
+# takes the same operations in the same order as one block at a time would.
+@njit(cache=True, error_model="numpy")
+def _cholesky(A, L, top, d):
+    """L[:, :, i] L[:, :, i]' = A[:, :, i] for every block i (lower triangles; ``top``,
+    ``d``: scratch of one entry a block); a pivot below REG_EPS times the block's largest
+    diagonal entry becomes REG_DELTA times it (ECOS's dynamic regularization; the refinement
+    on the unregularized system removes the error).  False on a non-finite block."""
+    k, n = A.shape[0], A.shape[2]
+    for i in range(n):
+        top[i] = 0.0
     for j in range(k):
-        top = max(top, A[j, j])
-    if not (top > 0.0 and np.isfinite(top)):
-        return False
+        for i in range(n):
+            top[i] = max(top[i], A[j, j, i])
+    for i in range(n):
+        if not (top[i] > 0.0 and np.isfinite(top[i])):
+            return False
     for j in range(k):
-        d = A[j, j]
+        d[:] = A[j, j]
         for p in range(j):
-            d -= L[i, j, p] * L[i, j, p]
-        if not d > REG_EPS * top:
-            if not np.isfinite(d):
-                return False
-            d = REG_DELTA * top
-        L[i, j, j] = np.sqrt(d)
+            for i in range(n):
+                d[i] -= L[j, p, i] * L[j, p, i]
+        for i in range(n):
+            if not d[i] > REG_EPS * top[i]:
+                if not np.isfinite(d[i]):
+                    return False
+                d[i] = REG_DELTA * top[i]
+            L[j, j, i] = np.sqrt(d[i])
         for r in range(j + 1, k):
-            v = A[r, j]
+            d[:] = A[r, j]
             for p in range(j):
-                v -= L[i, r, p] * L[i, j, p]
-            L[i, r, j] = v / L[i, j, j]
-        for r in range(j):
-            L[i, r, j] = 0.0
+                for i in range(n):
+                    d[i] -= L[r, p, i] * L[j, p, i]
+            for i in range(n):
+                L[r, j, i] = d[i] / L[j, j, i]
     return True
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _chol_solve(L, i, b, out):
-    """out = (L[i] L[i]')^-1 b (k entries)."""
-    k = L.shape[1]
+@njit(cache=True, error_model="numpy")
+def _chol_solve(L, b, out):
+    """out = (L L')^-1 b for one block (L[:, :, 0])."""
+    k = L.shape[0]
     for j in range(k):
         v = b[j]
         for p in range(j):
-            v -= L[i, j, p] * out[p]
-        out[j] = v / L[i, j, j]
+            v -= L[j, p, 0] * out[p]
+        out[j] = v / L[j, j, 0]
     for j in range(k - 1, -1, -1):
         v = out[j]
         for p in range(j + 1, k):
-            v -= L[i, p, j] * out[p]
-        out[j] = v / L[i, j, j]
+            v -= L[p, j, 0] * out[p]
+        out[j] = v / L[j, j, 0]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _invert(L, Binv, i):
-    """Binv[i] = (L[0] L[0]')^-1 from the Cholesky factor in L[0] (k x k; every job's block
-    is factored into the same scratch L[0] and inverted into its own Binv[i])."""
-    k = L.shape[1]
-    for u in range(k):                       # column u of L^-1 in Binv[i][:, u] (lower part)
-        for j in range(k):
-            if j < u:
-                Binv[i, j, u] = 0.0
-                continue
-            v = 1.0 if j == u else 0.0
+@njit(cache=True, error_model="numpy")
+def _invert(L, Binv, d):
+    """Binv[:, :, i] = (L L')^-1 of every block from its Cholesky factor in L."""
+    k, n = L.shape[0], L.shape[2]
+    for u in range(k):                       # column u of L^-1 in Binv[:, u] (lower part)
+        for j in range(u, k):
+            d[:] = 1.0 if j == u else 0.0
             for p in range(u, j):
-                v -= L[0, j, p] * Binv[i, p, u]
-            Binv[i, j, u] = v / L[0, j, j]
-    for t in range(k):                       # (L^-1)' L^-1, upper triangle then mirrored
+                for i in range(n):
+                    d[i] -= L[j, p, i] * Binv[p, u, i]
+            for i in range(n):
+                Binv[j, u, i] = d[i] / L[j, j, i]
+    for t in range(k):                       # (L^-1)' L^-1, lower triangle then mirrored
         for u in range(t, k):
-            v = 0.0
+            d[:] = 0.0
             for j in range(u, k):
-                v += Binv[i, j, t] * Binv[i, j, u]
-            Binv[i, u, t] = v                # row u >= t: column t of L^-1 is consumed
+                for i in range(n):
+                    d[i] += Binv[j, t, i] * Binv[j, u, i]
+            Binv[u, t] = d                   # row u >= t: column t of L^-1 is consumed
     for t in range(k):
         for u in range(t + 1, k):
-            Binv[i, t, u] = Binv[i, u, t]
+            Binv[t, u] = Binv[u, t]
+
+
+@njit(cache=True, error_model="numpy")
+def _factor_buffers(n, m):
+    """What :func:`_factor` fills and the solves read: (Binv, L, Ls, B, S, col, out, zc, v,
+    piv, and two scratch vectors of one entry a job)."""
+    return (np.zeros((m, m, n)), np.zeros((m, m, n)), np.zeros((m, m, 1)), np.empty((m, m, n)),
+            np.empty((m, m, 1)), np.empty(m), np.empty(m), np.zeros(n * m), np.zeros(n * m),
+            np.zeros(1), np.empty(n), np.empty(n))
 
 
 @njit(cache=True, error_model="numpy")
 def _factor(E, w2, F):
     """Factor ``G' W^-2 G``: X's part is ``B + U diag(1 / w2_C) U'`` (every job's block B_i
-    inverted in Binv[i], the capacity system diag(w2_C) + sum U_i' B_i^-1 U_i in Ls[0]);
+    inverted in Binv[:, :, i], the capacity system diag(w2_C) + sum U_i' B_i^-1 U_i in Ls);
     with z, v = (X's part)^-1 (the z column's coupling) and the bordered pivot.  False on
     trouble."""
     eP, eC, eJ, eR, ez, rows, use_z = E
-    Binv, L, Ls, B, S, col, out, zc, v, piv = F
+    Binv, L, Ls, B, S, col, out, zc, v, piv, top, d = F
     n, m = eP.shape
     nm = n * m
-    S[:, :] = 0.0
-    for t in range(m):
-        S[t, t] = w2[nm + t]
     for i in range(n):
-        ij = 1.0 / w2[nm + m + i]
-        ir = 1.0 / w2[nm + m + n + i] if rows else 0.0
-        for t in range(m):
-            for u in range(m):
-                B[t, u] = eJ[i, t] * eJ[i, u] * ij + eR[i, t] * eR[i, u] * ir
-            B[t, t] += eP[i, t] * eP[i, t] / w2[i * m + t]
-        if not _cholesky(B, L, 0):
-            return False
-        _invert(L, Binv, i)
-        for t in range(m):
-            for u in range(m):
-                S[t, u] += eC[i, t] * Binv[i, t, u] * eC[i, u]
-    if not _cholesky(S, Ls, 0):
+        top[i] = 1.0 / w2[nm + m + i]               # scratch: the J row's weight
+        d[i] = 1.0 / w2[nm + m + n + i] if rows else 0.0   # and the R row's
+    for t in range(m):
+        for u in range(m):
+            for i in range(n):
+                B[t, u, i] = eJ[i, t] * eJ[i, u] * top[i] + eR[i, t] * eR[i, u] * d[i]
+        for i in range(n):
+            B[t, t, i] += eP[i, t] * eP[i, t] / w2[i * m + t]
+    if not _cholesky(B, L, top, d):
+        return False
+    _invert(L, Binv, d)
+    for t in range(m):
+        for u in range(m):
+            s = w2[nm + t] if t == u else 0.0
+            for i in range(n):
+                s += eC[i, t] * Binv[t, u, i] * eC[i, u]
+            S[t, u, 0] = s
+    if not _cholesky(S, Ls, top[:1], d[:1]):
         return False
     if use_z:
-        d = 0.0
+        dz = 0.0
         for i in range(n):
             ir = 1.0 / w2[nm + m + n + i]
-            d += ez[i] * ez[i] * ir
+            dz += ez[i] * ez[i] * ir
             for t in range(m):
                 zc[i * m + t] = eR[i, t] * ez[i] * ir
         _x_solve(E, F, zc, v)
-        top = d
+        first = dz
         for k in range(nm):
-            d -= zc[k] * v[k]
-        if not (top > 0.0 and np.isfinite(d)):
+            dz -= zc[k] * v[k]
+        if not (first > 0.0 and np.isfinite(dz)):
             return False
-        piv[0] = d if d > REG_EPS * top else REG_DELTA * top
+        piv[0] = dz if dz > REG_EPS * first else REG_DELTA * first
     return True
 
 
@@ -334,24 +353,26 @@ def _factor(E, w2, F):
 def _x_solve(E, F, r, dx):
     """dx[:nm] = (X's part of G' W^-2 G)^-1 r[:nm], by Woodbury over the factors."""
     eC = E[1]
-    Binv, L, Ls, B, S, col, out, zc, v, piv = F
+    Binv, L, Ls, B, S, col, out, zc, v, piv, top, d = F
     n, m = eC.shape
     for t in range(m):
-        col[t] = 0.0
-    for i in range(n):
-        for t in range(m):
-            s = 0.0
-            for u in range(m):
-                s += Binv[i, t, u] * r[i * m + u]
-            dx[i * m + t] = s
-            col[t] += eC[i, t] * s
-    _chol_solve(Ls, 0, col, out)
-    for i in range(n):
-        for t in range(m):
-            s = 0.0
-            for u in range(m):
-                s += Binv[i, t, u] * eC[i, u] * out[u]
-            dx[i * m + t] -= s
+        d[:] = 0.0
+        for u in range(m):
+            for i in range(n):
+                d[i] += Binv[t, u, i] * r[i * m + u]
+        acc = 0.0
+        for i in range(n):
+            dx[i * m + t] = d[i]
+            acc += eC[i, t] * d[i]
+        col[t] = acc
+    _chol_solve(Ls, col, out)
+    for t in range(m):
+        d[:] = 0.0
+        for u in range(m):
+            for i in range(n):
+                d[i] += Binv[t, u, i] * eC[i, u] * out[u]
+        for i in range(n):
+            dx[i * m + t] -= d[i]
 
 
 @njit(cache=True, error_model="numpy")
@@ -475,8 +496,24 @@ def _max_step(z, dz, s, ds, tau, dtau, kap, dkap):
 
 
 @njit(cache=True, error_model="numpy")
+def _dots(u, v, p, q):
+    """(u . v, p . q), each summed in index order, in one pass."""
+    a = b = 0.0
+    both = min(u.shape[0], p.shape[0])
+    for k in range(both):
+        a += u[k] * v[k]
+        b += p[k] * q[k]
+    for k in range(both, u.shape[0]):
+        a += u[k] * v[k]
+    for k in range(both, p.shape[0]):
+        b += p[k] * q[k]
+    return a, b
+
+
+@njit(cache=True, error_model="numpy")
 def _tau_step(c, h, rt, x2, z2, rk, tau, denom, f):
-    return (-f * rt + _dot(c, x2) + _dot(h, z2) + rk / tau) / denom
+    cx2, hz2 = _dots(c, x2, h, z2)
+    return (-f * rt + cx2 + hz2 + rk / tau) / denom
 
 
 @njit(cache=True, error_model="numpy")
@@ -510,8 +547,7 @@ def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
         c[k] = cf[k] / xe[k]
     if use_z:
         c[nm] = c_z / xe[nm]
-    F = (np.zeros((n, m, m)), np.zeros((1, m, m)), np.zeros((1, m, m)), np.empty((m, m)),
-         np.empty((m, m)), np.empty(m), np.empty(m), np.zeros(nm), np.zeros(nm), np.zeros(1))
+    F = _factor_buffers(n, m)
     W = (np.empty(nr), np.empty(nv), np.empty(nv), np.empty(nv))
     X, zv, status, it = _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, False)
     if status in (NUMERICAL_TROUBLE, OPTIMAL_INACCURATE) and _augmented_size(E) <= RESCUE_MAX_SIZE:
@@ -544,15 +580,25 @@ def _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, dense):
     for it in range(max_iter + 1):
         _gtz(E, z, gz)
         _gx(E, x, gx)
+        # the residuals and their sums, each summed in index order (several sums a pass)
+        cx = xx = rxx = 0.0
         for k in range(nv):
             rx[k] = gz[k] + c[k] * tau
+            cx += c[k] * x[k]
+            xx += x[k] * x[k]
+            rxx += rx[k] * rx[k]
+        hz = sz = ss = zz = rzz = 0.0
         for k in range(nr):
             rz[k] = -gx[k] + h[k] * tau - s[k]
-        cx, hz, sz = _dot(c, x), _dot(h, z), _dot(s, z)
+            hz += h[k] * z[k]
+            sz += s[k] * z[k]
+            ss += s[k] * s[k]
+            zz += z[k] * z[k]
+            rzz += rz[k] * rz[k]
         rt = -cx - hz - kap
         mu = (sz + tau * kap) / (nr + 1)
-        pres = np.sqrt(_dot(rz, rz)) / max(hn + np.sqrt(_dot(x, x)) + np.sqrt(_dot(s, s)), 1.0) / tau
-        dres = np.sqrt(_dot(rx, rx)) / max(cn + np.sqrt(_dot(z, z)), 1.0) / tau
+        pres = np.sqrt(rzz) / max(hn + np.sqrt(xx) + np.sqrt(ss), 1.0) / tau
+        dres = np.sqrt(rxx) / max(cn + np.sqrt(zz), 1.0) / tau
         pcost, dcost = cx / tau, -hz / tau
         relgap = sz / -pcost if pcost < 0.0 else (sz / dcost if dcost > 0.0 else np.nan)
         if not (np.isfinite(pres) and np.isfinite(dres) and np.isfinite(sz)):
@@ -560,7 +606,7 @@ def _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, dense):
         if ((-cx > 0.0 or -hz >= -ABSTOL) and pres < FEASTOL and dres < FEASTOL
                 and (sz < ABSTOL or relgap < RELTOL)):
             return _result(x, xe, tau, n, m, use_z, OPTIMAL, it)
-        zn = max(1.0, np.sqrt(_dot(z, z)))
+        zn = max(1.0, np.sqrt(zz))
         if hz / zn < -RELTOL and np.sqrt(_dot(gz, gz)) / zn < FEASTOL and tau < kap:
             return _result(x, xe, tau, n, m, use_z, INFEASIBLE, it)
         # where the solve cannot go on from here: close to optimal, or trouble
@@ -573,7 +619,8 @@ def _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, dense):
         if not dense and not _factor(E, w2, F):
             return _result(x, xe, tau, n, m, use_z, stuck, it)
         _kkt(E, w2, F, negc, negh, x1, z1, W, dense)  # the tau column, both steps
-        denom = -_dot(c, x1) - _dot(h, z1) + kap / tau
+        cx1, hz1 = _dots(c, x1, h, z1)
+        denom = -cx1 - hz1 + kap / tau
         # affine (predictor) step
         rk = -tau * kap
         for k in range(nv):

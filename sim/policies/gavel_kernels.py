@@ -80,9 +80,9 @@ def _assign(order, chosen, scale, placeable, prev_type, pl_indptr, pl_nodes, pl_
     used = 0
     kept_total = 0
     kept = np.zeros(chosen.shape[0], np.bool_)
+    jobs_buf = np.empty(chosen.shape[0], np.int64)
     for t in order:
-        jobs = np.flatnonzero(chosen == t)
-        jobs = jobs[np.argsort(-scale[jobs], kind="mergesort")]
+        jobs = _by_scale(chosen, t, scale, jobs_buf)
         servers = np.flatnonzero(node_type == t)
         ptr = 0
         g0 = 0
@@ -127,6 +127,31 @@ def _assign(order, chosen, scale, placeable, prev_type, pl_indptr, pl_nodes, pl_
     return owner, nodes, counts, used, kept_total, -1
 
 
+@njit(cache=True)
+def _by_scale(chosen, t, scale, out):
+    """The jobs chosen for type t, by scale factor descending, ties by position (a stable
+    sort: one pass per distinct scale factor, of which there are few)."""
+    k = 0
+    top = -1
+    for i in range(chosen.shape[0]):
+        if chosen[i] == t:
+            top = max(top, scale[i])
+            k += 1
+    done = 0
+    while done < k:
+        cur = top
+        top = -1
+        for i in range(chosen.shape[0]):
+            if chosen[i] != t:
+                continue
+            if scale[i] == cur:
+                out[done] = i
+                done += 1
+            elif scale[i] < cur:
+                top = max(top, scale[i])
+    return out[:k]
+
+
 def round_plan(ids, thr, alloc, deficit, time_so_far, in_alloc, worker_time, order, scale, left,
                skip_zero_priority: bool, pl_indptr, pl_nodes, pl_counts, node_type, node_gpus,
                name: str) -> tuple:
@@ -144,12 +169,13 @@ def round_plan(ids, thr, alloc, deficit, time_so_far, in_alloc, worker_time, ord
 
     Returns (chosen int64 [n] type or -1, indptr int64 [n+1], nodes int32, counts int32,
     lease extensions); raises SimError naming the job when a type runs out of GPUs."""
-    i64 = [np.ascontiguousarray(a, np.int64) for a in
-           (ids, order, scale, pl_indptr, pl_nodes, pl_counts, node_type, node_gpus)]
+    # integer arrays go in as they are (int32 or int64: no copies), in the kernel's types
+    ints = [np.ascontiguousarray(a) for a in
+            (ids, scale, pl_indptr, pl_nodes, pl_counts, node_type, node_gpus)]
     f64 = [np.ascontiguousarray(a, np.float64) for a in (thr, alloc, deficit, time_so_far, worker_time)]
     chosen, indptr, nodes, counts, kept, bad = _round_plan(
-        i64[0], *f64, np.ascontiguousarray(in_alloc, np.bool_), *i64[1:3],
-        np.array(left, np.int64), bool(skip_zero_priority), *i64[3:])
+        ints[0], *f64, np.ascontiguousarray(in_alloc, np.bool_), np.asarray(order, np.int64),
+        ints[1], np.array(left, np.int64), bool(skip_zero_priority), *ints[2:])
     if bad >= 0:
         raise SimError(f"policy {name}: could not assign {int(scale[bad])} GPUs to job "
                        f"{int(ids[bad])}")
@@ -174,38 +200,91 @@ def _priorities(x, frac_num, worker_time, thr, placeable):
     return pri
 
 
-#: runs sorted by insertion before :func:`_queues` merges them
+#: runs sorted by insertion before :func:`_sort_range` merges them
 QUEUE_RUN = 16
 
 
 @njit(cache=True)
 def _queues(pri, deficit, x):
     """Per type, the jobs by (priority, deficit, allocation) descending, ties by position
-    (the order of ``np.lexsort((-x, -deficit, -pri))``): a stable sort on that comparison
-    (insertion sort of short runs, then bottom-up merges; any stable sort gives the same
-    order)."""
+    (the order of ``np.lexsort((-x, -deficit, -pri))``): a stable radix sort on the
+    priority's top 32 bits (:func:`_descending_bits`: an order consistent with the
+    priority's), then each run of equal top bits sorted stably on the whole comparison
+    (:func:`_sort_range`).  Priorities are never NaN."""
     n, m = pri.shape
     queues = np.empty((m, n), np.int64)
     buf = np.empty(n, np.int64)
     keys = np.empty((3, n))
+    bits = np.empty(n, np.uint32)
     for t in range(m):
         for i in range(n):
             keys[0, i], keys[1, i], keys[2, i] = pri[i, t], deficit[i, t], x[i, t]
+            bits[i] = _descending_bits(pri[i, t]) >> np.uint64(32)
         q = queues[t]
-        for i in range(n):
-            q[i] = i
-        for lo in range(0, n, QUEUE_RUN):
-            _insertion_sort(q, lo, min(lo + QUEUE_RUN, n), keys)
-        width = QUEUE_RUN
-        src, dst = q, buf
-        while width < n:
-            for lo in range(0, n, 2 * width):
-                _merge(src, dst, lo, min(lo + width, n), min(lo + 2 * width, n), keys)
-            src, dst = dst, src
-            width *= 2
-        if src is buf:
-            q[:] = buf
+        _radix_sort(q, buf, bits)
+        lo = 0
+        while lo < n:
+            hi = lo + 1
+            while hi < n and bits[q[hi]] == bits[q[lo]]:
+                hi += 1
+            if hi - lo > 1:
+                _sort_range(q, buf, lo, hi, keys)
+            lo = hi
     return queues
+
+
+@njit(cache=True, inline="always")
+def _descending_bits(v):
+    """An unsigned key whose ascending order is v's descending order (v not NaN; -0.0 and 0.0
+    alike, as they compare equal)."""
+    b = np.float64(v + 0.0).view(np.uint64)
+    if b >> np.uint64(63):
+        return b                       # negative: larger magnitude, larger key
+    return ~(b | np.uint64(1 << 63))   # positive: larger value, smaller key
+
+
+@njit(cache=True)
+def _radix_sort(q, buf, bits):
+    """q = the positions 0..n-1 ordered by ``bits`` (uint32) ascending, stably (LSD radix, 8
+    bits a pass; a pass where every key has the same digit is skipped)."""
+    n = bits.shape[0]
+    for i in range(n):
+        q[i] = i
+    count = np.empty(257, np.int64)
+    src, dst = q, buf
+    for shift in range(0, 32, 8):
+        count[:] = 0
+        for i in range(n):
+            count[((bits[i] >> np.uint32(shift)) & np.uint32(255)) + 1] += 1
+        if count.max() == n:
+            continue
+        for d in range(256):
+            count[d + 1] += count[d]
+        for k in range(n):
+            i = src[k]
+            d = (bits[i] >> np.uint32(shift)) & np.uint32(255)
+            dst[count[d]] = i
+            count[d] += 1
+        src, dst = dst, src
+    if src is not q:
+        q[:] = src
+
+
+@njit(cache=True)
+def _sort_range(q, buf, lo, hi, keys):
+    """Sort q[lo:hi] stably by :func:`_before`: insertion sort of short runs, then bottom-up
+    merges through ``buf``."""
+    for a in range(lo, hi, QUEUE_RUN):
+        _insertion_sort(q, a, min(a + QUEUE_RUN, hi), keys)
+    width = QUEUE_RUN
+    src, dst = q, buf
+    while width < hi - lo:
+        for a in range(lo, hi, 2 * width):
+            _merge(src, dst, a, min(a + width, hi), min(a + 2 * width, hi), keys)
+        src, dst = dst, src
+        width *= 2
+    if src is buf:
+        q[lo:hi] = buf[lo:hi]
 
 
 @njit(cache=True)

@@ -313,16 +313,15 @@ class GavelRounds(RoundClock):
 
 
 class ThroughputCache:
-    """``state.type_throughputs``, reused while the active set is the same, and each job's
-    row computed once per run (it depends only on the job's model and GPU count, which do
-    not change during a run): a new active set computes the rows of its new jobs only."""
+    """``state.type_throughputs``, reused while the active set is the same; every job's row
+    is computed once per run, all in one vectorized call (a row depends only on the job's
+    model and GPU count, which do not change during a run)."""
 
     def __init__(self):
         self._ids: np.ndarray | None = None
         self._thr = np.zeros((0, 0))
         self._source = None            # (jobs, oracle, GPU types) the rows were computed for
-        self._rows = np.zeros((0, 0))  # [n_jobs, n_types], valid where _known
-        self._known = np.zeros(0, bool)
+        self._rows = np.zeros((0, 0))  # [n_jobs, n_types]
 
     def get(self, state: SchedState) -> np.ndarray:
         if state.oracle is None:
@@ -330,14 +329,10 @@ class ThroughputCache:
         types, was = state.cluster.gpu_types, self._source
         if was is None or not (state.jobs is was[0] and state.oracle is was[1] and types is was[2]):
             self._source, self._ids = (state.jobs, state.oracle, types), None
-            self._rows = np.zeros((len(state.jobs), len(types)))
-            self._known = np.zeros(len(state.jobs), bool)
+            self._rows = type_throughput_rows(state.oracle, state.jobs,
+                                              np.arange(len(state.jobs)), types)
         elif self._ids is not None and np.array_equal(self._ids, state.active):
             return self._thr
-        new = state.active[~self._known[state.active]]
-        if new.size:
-            self._rows[new] = type_throughput_rows(state.oracle, state.jobs, new, types)
-            self._known[new] = True
         self._ids, self._thr = state.active.copy(), self._rows[state.active]
         return self._thr
 
@@ -353,8 +348,9 @@ def validate_runnable(name: str, state: SchedState, thr: np.ndarray, new: np.nda
     """New jobs must be able to run somewhere: throughput > 0 on a type with enough GPUs."""
     c = state.cluster
     cap = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types))
-    runnable = (thr > 0) & (state.demand[:, None] <= cap[None, :])
-    bad = np.flatnonzero(new & ~runnable.any(axis=1))
+    rows = np.flatnonzero(new)
+    runnable = (thr[rows] > 0) & (state.demand[rows, None] <= cap[None, :])
+    bad = rows[~runnable.any(axis=1)]
     if bad.size:
         i = int(bad[0])
         j = int(state.active[i])
