@@ -179,7 +179,7 @@ def round_plan(ids, thr, alloc, deficit, time_so_far, in_alloc, worker_time, ord
     if bad >= 0:
         raise SimError(f"policy {name}: could not assign {int(scale[bad])} GPUs to job "
                        f"{int(ids[bad])}")
-    return chosen, indptr, nodes.astype(np.int32), counts.astype(np.int32), int(kept)
+    return chosen, indptr, nodes, counts, int(kept)
 
 
 @njit(cache=True)
@@ -360,8 +360,8 @@ def _plan_csr(n, owner, nodes, counts):
     for i in range(n):
         indptr[i + 1] += indptr[i]
     pos = indptr[:-1].copy()
-    out_nodes = np.empty(owner.shape[0], np.int64)
-    out_counts = np.empty(owner.shape[0], np.int64)
+    out_nodes = np.empty(owner.shape[0], np.int32)
+    out_counts = np.empty(owner.shape[0], np.int32)
     for e in range(owner.shape[0]):
         k = pos[owner[e]]
         out_nodes[k], out_counts[k] = nodes[e], counts[e]

@@ -189,6 +189,7 @@ class GavelRounds(RoundClock):
         self.ran_on = np.full(n, -1, np.int64)   # type dispatched on this round, -1 none
         self.credit = np.zeros(n)                # per job dispatched: seconds at the round's end
         self._shuffler = random.Random(self.seed + 5)
+        self._capacity = (None, None)            # (cluster, GPUs per type)
 
 
     # -- one round ---------------------------------------------------------------------
@@ -204,7 +205,7 @@ class GavelRounds(RoundClock):
         chosen_type, plan = self._plan(state, thr, order)
         self.rounds += 1
         self.ran_on[ids] = -1
-        placed = np.flatnonzero(np.diff(plan.indptr) > 0)
+        placed = np.flatnonzero(plan.indptr[1:] != plan.indptr[:-1])
         self.ran_on[ids[placed]] = chosen_type[placed]
         if placed.size == 0:
             self.round_end = None
@@ -303,7 +304,10 @@ class GavelRounds(RoundClock):
         """Gavel's priorities, per-type queues, greedy pick and worker assignment (lease
         extension first, then the strided walk), in one kernel call: (type per job, Plan)."""
         c = state.cluster
-        left = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types))
+        if self._capacity[0] is not c:
+            self._capacity = (c, np.bincount(c.node_type, weights=c.node_gpus,
+                                             minlength=len(c.gpu_types)).astype(np.int64))
+        left = self._capacity[1]
         chosen, indptr, nodes, counts, kept = round_plan(
             state.active, thr, self.alloc, self.deficit, self.time_so_far, self.in_alloc,
             self.worker_time, order, state.demand, left, self.skip_zero_priority,
@@ -331,7 +335,8 @@ class ThroughputCache:
             self._source, self._ids = (state.jobs, state.oracle, types), None
             self._rows = type_throughput_rows(state.oracle, state.jobs,
                                               np.arange(len(state.jobs)), types)
-        elif self._ids is not None and np.array_equal(self._ids, state.active):
+        elif self._ids is not None and self._ids.shape == state.active.shape \
+                and (self._ids == state.active).all():
             return self._thr
         self._ids, self._thr = state.active.copy(), self._rows[state.active]
         return self._thr
