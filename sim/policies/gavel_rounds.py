@@ -202,19 +202,19 @@ class GavelRounds(RoundClock):
             self.last_reset = 0.0          # Gavel forces a reset when nothing runs or comes
         self._maybe_reset(state, thr)
         order = self._type_order(len(state.cluster.gpu_types))
-        chosen_type, plan = self._plan(state, thr, order)
+        chosen_type, indptr, nodes, counts = self._plan(state, thr, order)
         self.rounds += 1
         self.ran_on[ids] = -1
-        placed = np.flatnonzero(plan.indptr[1:] != plan.indptr[:-1])
+        placed = np.flatnonzero(indptr[1:] != indptr[:-1])
         self.ran_on[ids[placed]] = chosen_type[placed]
         if placed.size == 0:
             self.round_end = None
             if ids.size and not (state.jobs.arrival > now).any():
                 raise SimError(f"policy {self.name}: no active job can be scheduled at t={now} "
                                f"(first: job {int(ids[0])}) and no job is left to arrive")
-            return plan
+            return Plan(indptr, nodes, counts)
         scale = self._micro_tasks(state, thr, placed, chosen_type[placed])
-        return Plan(plan.indptr, plan.nodes, plan.counts, wakeup=self.round_end, rate_scale=scale)
+        return Plan(indptr, nodes, counts, wakeup=self.round_end, rate_scale=scale)
 
     def _micro_tasks(self, state: SchedState, thr: np.ndarray, placed: np.ndarray,
                      types: np.ndarray) -> np.ndarray:
@@ -302,7 +302,8 @@ class GavelRounds(RoundClock):
 
     def _plan(self, state: SchedState, thr: np.ndarray, order) -> tuple:
         """Gavel's priorities, per-type queues, greedy pick and worker assignment (lease
-        extension first, then the strided walk), in one kernel call: (type per job, Plan)."""
+        extension first, then the strided walk), in one kernel call: (type per job, and the
+        plan's indptr, nodes and counts)."""
         c = state.cluster
         if self._capacity[0] is not c:
             self._capacity = (c, np.bincount(c.node_type, weights=c.node_gpus,
@@ -313,7 +314,7 @@ class GavelRounds(RoundClock):
             self.worker_time, order, state.demand, left, self.skip_zero_priority,
             state.pl_indptr, state.pl_nodes, state.pl_counts, c.node_type, c.node_gpus, self.name)
         self.lease_extensions += kept
-        return chosen, Plan(indptr, nodes, counts)
+        return chosen, indptr, nodes, counts
 
 
 class ThroughputCache:
