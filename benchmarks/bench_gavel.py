@@ -12,6 +12,9 @@
 * ``GavelLP``: one heterogeneity-aware max-min LP with 2,000 active jobs on 1,024 8-GPU
   servers (issue 11 target: <= 1 s), and a whole finish-time-fairness bisection on it, with
   our structured interior point (the default) and HiGHS's IPM side by side.
+* ``GavelRoundKernel``: one round's kernel (priorities, per-type queues, greedy pick, worker
+  assignment; ``gavel_kernels.round_plan``) with 300 or 2,000 active jobs on 1,024 one-GPU
+  servers of three types, half the jobs holding last round's GPUs.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import numpy as np
 from sim.cluster import cluster_from_groups
 from sim.engine import EngineConfig, simulate
 from sim.policies import get_policy
+from sim.policies.gavel_kernels import round_plan
 from sim.policies.gavel_lp import (AllocationLP, finish_time_fair_allocation, isolated_allocation,
                                    proportional_allocation)
 from sim.presets import load_cluster
@@ -100,3 +104,41 @@ class GavelLP:
     def time_finish_time_fairness_2000_jobs(self, solver):
         finish_time_fair_allocation(AllocationLP(self.scale, self.capacity, solver), self.thr,
                                     self.since, self.remaining, self.isolated, 1e-4)
+
+
+class GavelRoundKernel:
+    params = [[300, 2000]]
+    param_names = ["jobs"]
+
+    def setup(self, n):
+        rng = np.random.default_rng(0)
+        m, nodes = 3, 1024
+        self.node_type = np.repeat(np.arange(m, dtype=np.int32), [344, 340, 340])
+        self.node_gpus = np.ones(nodes, np.int32)
+        self.scale = rng.choice([1, 2, 4, 8], size=n, p=[0.7, 0.1, 0.15, 0.05]).astype(np.int32)
+        self.thr = rng.uniform(0.5, 4.0, (n, m)) * np.array([3.0, 2.0, 1.0])
+        x = rng.uniform(0.0, 1.0, (n, m))
+        self.alloc = x / x.sum(axis=1, keepdims=True) * rng.uniform(0.1, 1.0, (n, 1))
+        self.deficit = rng.normal(0.0, 100.0, (n, m))
+        self.time_so_far = rng.uniform(180.0, 5000.0, (n, m))
+        self.worker_time = self.time_so_far.sum(axis=0)
+        self.ids = np.arange(n, dtype=np.int64)
+        self.in_alloc = np.ones(n, np.bool_)
+        self.left = np.bincount(self.node_type, weights=self.node_gpus, minlength=m)
+        # last round's placement: every other job on consecutive servers of one type
+        owner, node = [], 0
+        for j in range(0, n, 2):
+            if node + self.scale[j] > nodes:
+                break
+            owner += [j] * int(self.scale[j])
+            node += int(self.scale[j])
+        self.pl_nodes = np.arange(len(owner), dtype=np.int32)
+        self.pl_counts = np.ones(len(owner), np.int32)
+        self.pl_indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(np.array(owner, np.int64), minlength=n), out=self.pl_indptr[1:])
+        self.time_round(n)                                   # compiled
+
+    def time_round(self, n):
+        round_plan(self.ids, self.thr, self.alloc, self.deficit, self.time_so_far, self.in_alloc,
+                   self.worker_time, [0, 1, 2], self.scale, self.left, False, self.pl_indptr,
+                   self.pl_nodes, self.pl_counts, self.node_type, self.node_gpus, "bench")
