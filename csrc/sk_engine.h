@@ -88,6 +88,26 @@ const char *sk_engine_message(const sk_engine *e);
  * (SK_DONE). */
 int sk_engine_step(sk_engine *e, sk_batch *batch);
 
+/* One row per decision point of a deciding kernel (sk_native_run, sk_gavel_run), in
+ * caller-owned arrays of cap entries. */
+typedef struct {
+    int64_t cap;
+    int64_t n;                      /* rows written (the caller resets it to 0) */
+    double *time;
+    int64_t *used_gpus;
+    int64_t *queued;
+    int64_t *running;
+    double *fgd;
+    int32_t *kind;                  /* SK_POINT_*: passed over, lone arrival placed, decided */
+    double *seconds;                /* wall time of a decision (placement and apply included) */
+} sk_decision_records;
+
+enum {
+    SK_POINT_SKIPPED = 0,
+    SK_POINT_LONE_PLACED = 1,
+    SK_POINT_DECIDED = 2
+};
+
 /* The decision points sk_engine_step_quiet passes over, one row each, in arrays of cap entries
  * owned by the caller (n rows written); completed / completed_at (job_cap entries) hold the
  * jobs that finished at them, in order, with their times. */

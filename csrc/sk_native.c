@@ -1675,7 +1675,7 @@ void skn_on_node_change(sk_engine *e, int32_t node, int32_t used_before) {
 }
 
 /* Engine._Run.record: one row per decision point; stops a run that cannot go on. */
-static int record(sk_engine *e, struct sk_policy *p, sk_native_records *rec, int wake,
+static int record(sk_engine *e, struct sk_policy *p, sk_decision_records *rec, int wake,
                   int32_t kind, double seconds) {
     int64_t i = rec->n++;
     rec->kind[i] = kind;
@@ -1698,7 +1698,7 @@ static double clock_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int sk_native_run(sk_engine *e, sk_native_records *rec) {
+int sk_native_run(sk_engine *e, sk_decision_records *rec) {
     if (!e || !e->pol || !rec || rec->n < 0 || rec->n > rec->cap) return SK_EINVAL;
     struct sk_policy *p = e->pol;
     double call_start = p->yield_s >= 0.0 ? clock_s() : 0.0;
@@ -1714,7 +1714,8 @@ int sk_native_run(sk_engine *e, sk_native_records *rec) {
             }
             if (rc < 0) return rc;
             p->ctr.decide_seconds += p->pending_seconds;
-            rc = record(e, p, rec, wake, p->pending_full ? 2 : 1, p->pending_seconds);
+            rc = record(e, p, rec, wake, p->pending_full ? SK_POINT_DECIDED : SK_POINT_LONE_PLACED,
+                        p->pending_seconds);
             if (rc < 0) return rc;
         }
         if (rec->n == rec->cap) return SK_RECORDS_FULL;
@@ -1728,7 +1729,7 @@ int sk_native_run(sk_engine *e, sk_native_records *rec) {
             double dt = clock_s() - t0;
             p->ctr.skipped++;
             p->ctr.decide_seconds += dt;
-            rc = record(e, p, rec, 0, 0, dt);
+            rc = record(e, p, rec, 0, SK_POINT_SKIPPED, dt);
             if (rc < 0) return rc;
             continue;
         }

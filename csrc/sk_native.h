@@ -85,18 +85,6 @@ enum {
     SK_TYPE_RANDOM = 2              /* key: hash(seed, job, now, type) */
 };
 
-/* One row per decision point, in caller-owned arrays of cap entries. */
-typedef struct {
-    int64_t cap;
-    int64_t n;                      /* rows written (the caller resets it to 0) */
-    double *time;
-    int64_t *used_gpus;
-    int64_t *queued;
-    int64_t *running;
-    double *fgd;
-    int32_t *kind;                  /* 0 skipped, 1 lone arrival placed, 2 decided */
-    double *seconds;                /* wall time of the decision (placement and apply included) */
-} sk_native_records;
 
 /* Counters of a native run so far. */
 typedef struct {
@@ -113,7 +101,7 @@ typedef struct {
 int sk_native_set_policy(sk_engine *e, const sk_policy_spec *spec, const sk_native_inputs *in);
 
 /* Run decision points in C until SK_DONE, SK_NEED_RATES, SK_RECORDS_FULL, SK_YIELD or an error. */
-int sk_native_run(sk_engine *e, sk_native_records *rec);
+int sk_native_run(sk_engine *e, sk_decision_records *rec);
 
 /* Give control back (SK_YIELD) once a call of sk_native_run has run `seconds` of wall time and
  * made at least one decision point, so that the caller can see signals (Ctrl-C) during a long

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from .errors import KernelError, SimError
 
 try:
@@ -22,7 +24,7 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
         "with `pip install .` from the project root"
     ) from exc
 
-__all__ = ["ffi", "lib", "check", "as_cdata"]
+__all__ = ["ffi", "lib", "check", "as_cdata", "pointer", "DecisionRecords"]
 
 
 def check(code: int, what: str, message: str | Callable[[], str] | None = None) -> int:
@@ -45,3 +47,41 @@ def as_cdata(ctype: str, array):
     if not array.flags["C_CONTIGUOUS"]:
         raise ValueError(f"{ctype} buffer must be C-contiguous")
     return ffi.cast(ctype, ffi.from_buffer(array, require_writable=False))
+
+
+_POINTER = {"<i8": "int64_t *", "<i4": "int32_t *", "<f8": "double *", "|i1": "int8_t *",
+            "|b1": "int8_t *"}
+
+
+def pointer(array: np.ndarray):
+    """:func:`as_cdata` with the C type of the array's dtype (int64, int32, float64, int8, bool)."""
+    return as_cdata(_POINTER[array.dtype.str], array)
+
+
+class DecisionRecords:
+    """The record buffers (``sk_decision_records``, ``rows`` rows) a deciding kernel writes one
+    row per decision point into: :meth:`drain` keeps the rows written so far."""
+
+    def __init__(self, rows: int):
+        self.arrays = {"time": np.empty(rows), "used_gpus": np.empty(rows, np.int64),
+                       "queued": np.empty(rows, np.int64), "running": np.empty(rows, np.int64),
+                       "fgd": np.empty(rows), "kind": np.empty(rows, np.int32),
+                       "seconds": np.empty(rows)}
+        self.struct = ffi.new("sk_decision_records *")
+        self.struct.cap = rows
+        for key, arr in self.arrays.items():
+            setattr(self.struct, key, pointer(arr))
+        self.chunks: list[dict[str, np.ndarray]] = []
+
+    def drain(self) -> None:
+        """Keep the rows the kernel wrote and let it write from the start again."""
+        n = self.struct.n
+        if n:
+            self.chunks.append({key: arr[:n].copy() for key, arr in self.arrays.items()})
+        self.struct.n = 0
+
+    def records(self) -> dict[str, np.ndarray]:
+        """Every row kept, one array per field."""
+        if not self.chunks:
+            return {key: arr[:0].copy() for key, arr in self.arrays.items()}
+        return {key: np.concatenate([c[key] for c in self.chunks]) for key in self.arrays}

@@ -19,6 +19,7 @@ from .defrag import defragment_plan
 from .errors import ConfigError, SimError
 from .limits import MAX_TIME_S, check_round, check_seconds, fmt_num
 from .metrics import FGDTracker
+from . import native_rounds
 from .native import NativeRun, native_params
 from .network import rate_oracle
 from .plan_diff import plan_changes
@@ -465,10 +466,14 @@ class _Run:
                        and truth is None else None)
         self.times = {"kernel_s": 0.0, "snapshot_s": 0.0, "policy_s": 0.0, "oracle_s": 0.0,
                       "learning_s": 0.0}
+        # a Gavel round policy's rounds decided in C between its resets (sim.native_rounds)
+        self.native_rounds = self.native is None and native_rounds.eligible(self)
 
     def run(self, job_ids) -> SimResult:
         if self.native is not None and len(self.jobs):
             return self.run_native(job_ids)
+        if self.native_rounds:
+            return self.run_native_rounds(job_ids)
         n = len(self.jobs)
         bar = _progress(n, self.config.progress, self.policy.name)
         t0 = time.perf_counter()
@@ -532,18 +537,42 @@ class _Run:
         nr.run()
         wall = time.perf_counter() - t0
         rec, ctr = nr.records(), nr.counters()
-        self.timeline = Timeline(time=rec["time"].tolist(), used_gpus=rec["used_gpus"].tolist(),
-                                 queued=rec["queued"].tolist(), running=rec["running"].tolist())
-        self.idle_while_waiting = (self.cluster.total_gpus - rec["used_gpus"])[rec["queued"] > 0]
-        self.fgd_values = rec["fgd"]
+        self._take_records(rec)
         self.used_types = nr.used_types()
         self.skipped, self.engine_placed = ctr["skipped"], ctr["lone_placed"]
-        self.latencies = rec["seconds"][rec["kind"] == 2]
+        self.latencies = rec["seconds"][rec["kind"] == lib.SK_POINT_DECIDED]
         self.times = {"kernel_s": wall - ctr["decide_seconds"] - nr.oracle_s,
                       "snapshot_s": 0.0, "policy_s": ctr["decide_seconds"], "oracle_s": nr.oracle_s}
         self.counts = {"placements": ctr["placements"], "preemptions": ctr["preemptions"],
                        "rate_misses": ctr["rate_misses"], "kernel_calls": nr.kernel_calls}
         return self.result(job_ids, wall)
+
+    def run_native_rounds(self, job_ids) -> SimResult:
+        """The rounds inside the kernel (sim.native_rounds), resets in the policy's Python."""
+        t0 = time.perf_counter()
+        status = self.step()
+        if status == lib.SK_DECISION:
+            state = self.kernel.snapshot(self.cluster, self.jobs, self.queued_view, self.oracle,
+                                         self.config.type_choice, int(self.config.type_seed),
+                                         self.first_start_delay)
+            rounds = native_rounds.NativeRounds(self, state)
+            rounds.run()
+            rec = rounds.records()
+            self._take_records(rec)
+            self.latencies = rec["seconds"][rec["kind"] == lib.SK_POINT_DECIDED].tolist()
+            self.skipped = int(rounds.g.skipped)
+            self.times["policy_s"] = float(np.sum(self.latencies))
+        wall = time.perf_counter() - t0
+        self.times["kernel_s"] = wall - self.times["policy_s"]
+        return self.result(job_ids, wall)
+
+    def _take_records(self, rec: dict) -> None:
+        """The timeline, fragmentation and idle-while-waiting figures from a kernel's decision
+        records (sim._native.DecisionRecords)."""
+        self.timeline = Timeline(time=rec["time"].tolist(), used_gpus=rec["used_gpus"].tolist(),
+                                 queued=rec["queued"].tolist(), running=rec["running"].tolist())
+        self.fgd_values = rec["fgd"]
+        self.idle_while_waiting = (self.cluster.total_gpus - rec["used_gpus"])[rec["queued"] > 0]
 
     def decide(self) -> float | None:
         """Ask the policy (unless provably nothing can change) and apply its plan."""
@@ -675,7 +704,7 @@ class _Run:
         (throughput lookups), glue (the rest of the Python loop); and what was counted."""
         t = {k: float(v) for k, v in self.times.items()}
         t["glue_s"] = max(wall - sum(t.values()), 0.0)
-        native = self.native is not None and len(self.jobs) > 0
+        native = (self.native is not None or self.native_rounds) and len(self.jobs) > 0
         decisions = len(self.latencies)
         return {"native": native, "wall_s": float(wall), **t, "decisions": int(decisions),
                 "skipped_decisions": int(self.skipped), "engine_placed": int(self.engine_placed),

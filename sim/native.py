@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from ._native import as_cdata, ffi, lib
+from ._native import DecisionRecords, as_cdata, ffi, lib
 from .errors import SimError
 from .placement import allowed_masks
 
@@ -60,15 +60,7 @@ class NativeRun:
         self.oracle_s = 0.0
         self.kernel_calls = 0          # calls of sk_native_run (returns to Python)
         self._install(params, fgd_weights)
-        self._records = {"time": np.empty(RECORD_ROWS), "used_gpus": np.empty(RECORD_ROWS, np.int64),
-                         "queued": np.empty(RECORD_ROWS, np.int64),
-                         "running": np.empty(RECORD_ROWS, np.int64), "fgd": np.empty(RECORD_ROWS),
-                         "kind": np.empty(RECORD_ROWS, np.int32), "seconds": np.empty(RECORD_ROWS)}
-        self._rec = ffi.new("sk_native_records *")
-        self._rec.cap = RECORD_ROWS
-        for key, arr in self._records.items():
-            setattr(self._rec, key, ffi.from_buffer(_CTYPE[arr.dtype.str], arr))
-        self.chunks: list[dict[str, np.ndarray]] = []
+        self._records = DecisionRecords(RECORD_ROWS)
 
     def _install(self, params: dict, fgd_weights: np.ndarray) -> None:
         c, jobs = self.cluster, self.jobs
@@ -110,7 +102,7 @@ class NativeRun:
     def run(self) -> None:
         k = self.kernel
         while True:
-            rc = lib.sk_native_run(k.ptr, self._rec)
+            rc = lib.sk_native_run(k.ptr, self._records.struct)
             self.kernel_calls += 1
             if rc == lib.SK_ESTALL:
                 msg = ffi.string(lib.sk_engine_message(k.ptr)).decode()
@@ -121,15 +113,9 @@ class NativeRun:
                 continue
             if rc == lib.SK_YIELD:            # back in Python: a pending Ctrl-C raises here
                 continue
-            self._drain()
+            self._records.drain()
             if rc == lib.SK_DONE:
                 return
-
-    def _drain(self) -> None:
-        n = self._rec.n
-        if n:
-            self.chunks.append({key: arr[:n].copy() for key, arr in self._records.items()})
-        self._rec.n = 0
 
     def _put_rates(self) -> None:
         """Ask the oracle for the placement summaries the kernel has not seen."""
@@ -159,10 +145,7 @@ class NativeRun:
 
     # -- results -----------------------------------------------------------------------
     def records(self) -> dict[str, np.ndarray]:
-        keys = self._records.keys()
-        if not self.chunks:
-            return {key: self._records[key][:0].copy() for key in keys}
-        return {key: np.concatenate([c[key] for c in self.chunks]) for key in keys}
+        return self._records.records()
 
     def counters(self) -> dict:
         c = ffi.new("sk_native_counters *")

@@ -312,9 +312,10 @@ def _same_run(got, want):
 
 def _quiet_runs(monkeypatch, cluster, jobs, oracle, name, caps=(0, 1, 3)):
     """The run with the kernel passing over mid-round points (sk_engine_step_quiet), and with
-    its row buffer of each size in ``caps`` (0: every point back to Python, ``_mid_round``)."""
+    its row buffer of each size in ``caps`` (0: every point back to Python, ``_mid_round``);
+    the Python path's rounds (the native rounds: tests/test_gavel_native.py)."""
     from sim.engine import QuietRows
-    config = EngineConfig(restart_delay_s=0.0)
+    config = EngineConfig(restart_delay_s=0.0, native=False)
     fast = simulate(cluster, jobs, get_policy(name), oracle, config)
     others = []
     for cap in caps:

@@ -169,6 +169,10 @@ class GavelRounds(RoundClock):
     """Gavel's round mechanism around an allocation; subclasses define :meth:`allocation`."""
 
     skips_mid_round = True
+    #: the engine may decide the rounds in C between resets (sim.native_rounds), calling
+    #: :meth:`_maybe_reset` and :meth:`_type_order` here; a subclass that changes a round's
+    #: procedure sets it False
+    native_rounds: ClassVar[bool] = True
 
     #: walk GPU types in a seeded random order each round (Gavel: policies without "Perf")
     shuffle_types: ClassVar[bool] = False

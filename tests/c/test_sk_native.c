@@ -18,11 +18,11 @@ typedef struct {
     double time[ROWS], fgd[ROWS], seconds[ROWS];
     int64_t used[ROWS], queued[ROWS], running[ROWS];
     int32_t kind[ROWS];
-    sk_native_records rec;
+    sk_decision_records rec;
 } records;
 
 static void records_init(records *r) {
-    r->rec = (sk_native_records){ROWS, 0, r->time, r->used, r->queued, r->running, r->fgd,
+    r->rec = (sk_decision_records){ROWS, 0, r->time, r->used, r->queued, r->running, r->fgd,
                                  r->kind, r->seconds};
 }
 
@@ -302,7 +302,7 @@ static void test_errors(void) {
     in.type_choice = 3;
     CHECK(sk_native_set_policy(e, &spec, &in) == SK_EINVAL);           /* unknown rule */
     in.type_choice = SK_TYPE_RANDOM;
-    sk_native_records none = {0};
+    sk_decision_records none = {0};
     CHECK(sk_native_run(e, &none) == SK_EINVAL);                      /* no policy yet */
     CHECK(sk_native_set_yield(e, 0.1) == SK_EINVAL);                   /* no policy yet */
     CHECK(sk_native_set_policy(e, &spec, &in) == SK_OK);

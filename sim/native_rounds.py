@@ -1,0 +1,190 @@
+"""Gavel's round mechanism decided inside the C event kernel (csrc/sk_gavel.c).
+
+A Gavel round policy (:class:`sim.policies.gavel_rounds.GavelRounds`) does the same
+procedure every round between two allocation resets; ``sk_gavel_run`` runs those rounds, and
+the event loop between them, in C, on the policy's own arrays, and returns to Python only for
+what Python does: a reset (the allocation LP, :meth:`GavelRounds._maybe_reset`), more
+shuffled type orders for the agnostic policies, full record buffers, errors, the end.  Its
+runs are the Python path's job for job (tests/test_gavel_native.py);
+``EngineConfig(native=False)`` forces the Python path.
+
+Eligible runs: the policy says ``native_rounds``, the engine's rates are a throughput
+table's (:class:`sim.throughput.TableThroughput`: a placement's rate is the table's at the
+job's request, on one server or on several, times the slowest server's speed), no learning
+world, hidden server truth, policy rate model, defragmentation or progress bar, no
+``schedule`` replaced on the policy object (a wrapper expects to be called), and the engine
+checked every job up front (``JobSpecs.type_rates``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._native import DecisionRecords, ffi, lib, pointer as _ptr
+from .errors import SimError
+from .state import type_throughput_rows
+from .throughput import TableThroughput
+
+#: decision points recorded per return to Python
+RECORD_ROWS = 1 << 14
+#: shuffled type orders handed to the kernel at a time
+ORDERS_AHEAD = 1 << 12
+
+
+def eligible(run) -> bool:
+    """Whether engine run ``run`` (sim.engine._Run) can decide its rounds in C."""
+    return (run.config.native and run.quiet and bool(getattr(run.policy, "native_rounds", False))
+            and run.world is None and run.truth is None and run.rate_model is None
+            and not run.defragment and not run.config.progress
+            and run.jobs.type_rates is not None and type(run.rates_from) is TableThroughput
+            and "schedule" not in vars(run.policy) and len(run.jobs) > 0)
+
+
+class NativeRounds:
+    """Drives ``sk_gavel_run`` for one engine run (sim.engine._Run), from its first decision
+    point; collects the decision records."""
+
+    def __init__(self, run, state):
+        self.run_, self.policy = run, run.policy
+        self.name = run.policy.name
+        self.resets = 0
+        self._orders = None
+        self.policy._reset(state)
+        self._keep: list[np.ndarray] = []
+        self.g = self._install()
+        self.work = self._work()
+        self._records = DecisionRecords(RECORD_ROWS)
+
+    # -- set-up --------------------------------------------------------------------------
+    def _install(self):
+        run, p = self.run_, self.policy
+        c, jobs = run.cluster, run.jobs
+        n, m = len(jobs), len(c.gpu_types)
+        ids = np.arange(n)
+        thr = np.ascontiguousarray(type_throughput_rows(run.oracle, jobs, ids, c.gpu_types))
+        rate = np.ascontiguousarray(np.stack([self._table_rates(n_nodes) for n_nodes in (1, 2)],
+                                             axis=-1))
+        keep = [np.ascontiguousarray(jobs.demand, np.int32), thr, rate,
+                np.ascontiguousarray(c.node_type, np.int32), np.ascontiguousarray(c.node_gpus, np.int32),
+                np.ascontiguousarray(c.node_speed, float), np.ascontiguousarray(run.fgd_flat, float),
+                np.ascontiguousarray(run.fgd_base, np.int64)]
+        self._keep += keep
+        g = ffi.new("sk_gavel *")
+        g.n_jobs, g.n_types, g.n_nodes = n, m, c.n_nodes
+        (g.demand, g.thr, g.rate, g.node_type, g.node_gpus, g.node_speed, g.fgd_weights,
+         g.fgd_base) = (_ptr(a) for a in keep)
+        g.round_s, g.reset_interval_s = p.time_per_round_s, p.reset_interval_s
+        g.round_period = float(run.round_s)
+        g.skip_zero_priority = int(p.skip_zero_priority)
+        from .engine import STALL_DECISIONS
+        g.stall_limit = STALL_DECISIONS
+        for key in ("member", "time_so_far", "deficit", "alloc", "in_alloc", "ran_on", "credit",
+                    "to_finish", "overran", "worker_time"):
+            setattr(g, key, _ptr(self._own(getattr(p, key))))
+        g.scale_applied, g.used_types = _ptr(run.scale_applied), _ptr(run.used_types)
+        g.orders, g.n_orders, g.next_order = ffi.NULL, 0, 0
+        if p.shuffle_types:
+            self._more_orders(g)
+        g.phase = 0
+        g.idle_decisions, g.stall_since, g.skipped = run.idle_decisions, run.stall_since, 0
+        self._to_c(g)
+        return g
+
+    def _own(self, array: np.ndarray) -> np.ndarray:
+        """The policy's array itself (the kernel updates it in place): it must be contiguous."""
+        if not array.flags["C_CONTIGUOUS"] or not array.flags["WRITEABLE"]:
+            raise SimError(f"policy {self.name}: its per-job arrays must be contiguous and writable")
+        return array
+
+    def _table_rates(self, n_nodes: int) -> np.ndarray:
+        """float64 [n_jobs, n_types]: each job's rate on each type at its request, on one server
+        (n_nodes 1) or several (2), at speed 1."""
+        run = self.run_
+        jobs, types = run.jobs, run.cluster.gpu_types
+        n, m = len(jobs), len(types)
+        model = np.repeat(jobs.model.astype(np.int64), m)
+        ngpu = np.repeat(jobs.demand.astype(np.int64), m)
+        mask = np.tile(np.left_shift(np.int64(1), np.arange(m, dtype=np.int64)), n)
+        rates = run.rates_from.rates(model, ngpu, np.full(n * m, n_nodes, np.int64), mask,
+                                     np.ones(n * m), types)
+        return np.asarray(rates, float).reshape(n, m)
+
+    def _work(self):
+        out = ffi.new("sk_gavel_work **")
+        k = self.run_.kernel
+        k._check(lib.sk_gavel_work_new(out, k.ptr, self.g), "sk_gavel_work_new")
+        return ffi.gc(out[0], lib.sk_gavel_work_free)
+
+    def _more_orders(self, g) -> None:
+        m = int(g.n_types)
+        self._orders = np.array([self.policy._type_order(m) for _ in range(ORDERS_AHEAD)], np.int64)
+        g.orders, g.n_orders, g.next_order = _ptr(self._orders), ORDERS_AHEAD, 0
+
+    # -- the policy's scalars ------------------------------------------------------------
+    def _to_c(self, g) -> None:
+        p = self.policy
+        g.now_seen, g.last_reset, g.need_update = p._now, p.last_reset, int(p.need_update)
+        g.round_end = np.nan if p.round_end is None else p.round_end
+        g.credit_start = p.credit_start
+        g.last_round_end = np.nan if p.last_round_end is None else p.last_round_end
+        g.rounds, g.lease_extensions = p.rounds, p.lease_extensions
+
+    def _from_c(self, g) -> None:
+        p = self.policy
+        p._now, p.last_reset, p.need_update = g.now_seen, g.last_reset, bool(g.need_update)
+        p.round_end = None if np.isnan(g.round_end) else g.round_end
+        p.credit_start = g.credit_start
+        p.last_round_end = None if np.isnan(g.last_round_end) else g.last_round_end
+        p.rounds, p.lease_extensions = g.rounds, g.lease_extensions
+
+    # -- the run -------------------------------------------------------------------------
+    def run(self) -> None:
+        run, g = self.run_, self.g
+        k = run.kernel
+        while True:
+            rc = lib.sk_gavel_run(k.ptr, k.batch, g, self.work, self._records.struct)
+            self._from_c(g)
+            self._records.drain()
+            k._check(rc, "sk_gavel_run")
+            if rc == lib.SK_DONE:
+                return
+            if rc == lib.SK_GAVEL_NEED_ALLOCATION:
+                self._reset()
+            elif rc == lib.SK_GAVEL_NEED_ORDERS:
+                self._more_orders(g)
+            elif rc == lib.SK_GAVEL_FAILED:
+                raise self._failure()
+            self._to_c(g)
+
+    def _reset(self) -> None:
+        """The reset the kernel found due: the policy's own code, on its arrays."""
+        run = self.run_
+        state = run.kernel.snapshot(run.cluster, run.jobs, run.queued_view, run.oracle,
+                                    run.config.type_choice, int(run.config.type_seed),
+                                    run.first_start_delay)
+        self.policy._maybe_reset(state, self.policy._throughputs(state))
+        self.resets += 1
+
+    def _failure(self) -> SimError:
+        """The Python path's error for the kernel's failure."""
+        g, c = self.g, self.run_.cluster
+        now, j, count = self.run_.kernel.batch.now, int(g.failure_job), int(g.failure_count)
+        if g.failure == lib.SK_GAVEL_NO_SCHEDULABLE:
+            return SimError(f"policy {self.name}: no active job can be scheduled at t={now} "
+                            f"(first: job {j}) and no job is left to arrive")
+        if g.failure == lib.SK_GAVEL_CANNOT_ASSIGN:
+            return SimError(f"policy {self.name}: could not assign {count} GPUs to job {j}")
+        if g.failure == lib.SK_GAVEL_ZERO_RATE:
+            types = [t for b, t in enumerate(c.gpu_types) if (int(g.failure_mask) >> b) & 1]
+            return SimError(f"policy {self.name} placed job {j} at t={now} on GPU types "
+                            f"{'|'.join(types)} where its throughput is 0 (the model cannot run there)")
+        if g.failure == lib.SK_GAVEL_IDLE_QUEUED:
+            return SimError(f"policy {self.name} left {count} jobs queued on an idle cluster at "
+                            f"t={now} with nothing left to happen")
+        from .engine import STALL_DECISIONS
+        return SimError(f"policy {self.name} left {count} jobs queued on an idle cluster for "
+                        f"{STALL_DECISIONS:,} decisions (t={g.stall_since:g} to {now:g} s) with "
+                        f"every job arrived: its rounds or wakeups come, but it places nothing")
+
+    # -- results -------------------------------------------------------------------------
+    def records(self) -> dict[str, np.ndarray]:
+        return self._records.records()
