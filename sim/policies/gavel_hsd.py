@@ -393,13 +393,12 @@ def _normal_solve(E, F, r, dx):
 
 
 @njit(cache=True, error_model="numpy")
-def _kkt(E, w2, F, rx, rz, dx, dz, W, dense):
+def _kkt(E, w2, F, rx, rz, dx, dz, W, D, dense):
     """Solve ``G' dz = rx, -G dx + W^2 dz = rz``: dx from the normal equations (refined),
-    ``dz = (rz + G dx) / W^2``; with dense, on the augmented system instead
-    (:func:`_augmented_solve`).  W: work buffers (rows, variables x 3)."""
+    ``dz = (rz + G dx) / W^2``; with dense, on the augmented system instead, by its LU
+    factors in D (:func:`_augmented_factor`).  W: work buffers (rows, variables x 3)."""
     if dense:
-        if not _augmented_solve(E, w2, rx, rz, dx, dz):
-            dx[:] = np.nan                        # a singular system: the solve ends in trouble
+        _augmented_solve(D, rx, rz, dx, dz)
         return
     trow, r, gz, corr = W
     for k in range(rz.shape[0]):
@@ -440,13 +439,22 @@ def _augmented_size(E):
 
 
 @njit(cache=True, error_model="numpy")
-def _augmented_solve(E, w2, rx, rz, dx, dz):
-    """``[0 G'; -G W^2] [dx; dz] = [rx; rz]`` built densely and solved by LU with partial
-    pivoting (the reference's method; gavel_ipm's LU).  False on a singular system."""
-    nv, nr = rx.shape[0], rz.shape[0]
-    size = nv + nr
-    K = np.zeros((size, size))
-    sol = np.empty(size)
+def _augmented_buffers(E, dense):
+    """D for :func:`_augmented_factor`: the augmented matrix (its LU factors), the pivot rows
+    and whether the factors hold (empty unless dense)."""
+    size = _augmented_size(E) if dense else 0
+    return np.zeros((size, size)), np.zeros(size, np.int64), np.zeros(1, np.int8)
+
+
+@njit(cache=True, error_model="numpy")
+def _augmented_factor(E, w2, D):
+    """``[0 G'; -G W^2]`` built densely and factored by LU with partial pivoting (the
+    reference's method; gavel_ipm's LU) into D, once for the Newton systems of an iteration."""
+    K, piv, ok = D
+    size = K.shape[0]
+    nr = w2.shape[0]
+    nv = size - nr
+    K[:, :] = 0.0
     col = np.zeros(nv)
     g = np.empty(nr)
     for j in range(nv):                      # column j of G is G e_j
@@ -459,16 +467,24 @@ def _augmented_solve(E, w2, rx, rz, dx, dz):
                 K[nv + q, j] = -g[q]
     for q in range(nr):
         K[nv + q, nv + q] = w2[q]
-        sol[nv + q] = rz[q]
-    for j in range(nv):
-        sol[j] = rx[j]
-    piv = _lu(K)
-    if piv.shape[0] == 0:
-        return False
-    sol = _lu_solve(K, piv, sol)
+    p = _lu(K)
+    ok[0] = p.shape[0] > 0
+    if ok[0]:
+        piv[:] = p
+
+
+@njit(cache=True, error_model="numpy")
+def _augmented_solve(D, rx, rz, dx, dz):
+    """``[0 G'; -G W^2] [dx; dz] = [rx; rz]`` by the factors in D; dx NaN where the system
+    was singular (the solve then ends in trouble)."""
+    K, piv, ok = D
+    if not ok[0]:
+        dx[:] = np.nan
+        return
+    nv = rx.shape[0]
+    sol = _lu_solve(K, piv, np.concatenate((rx, rz)))
     dx[:] = sol[:nv]
     dz[:] = sol[nv:]
-    return True
 
 
 # -- the iteration --------------------------------------------------------------------------
@@ -558,7 +574,7 @@ def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
 @njit(cache=True, error_model="numpy")
 def _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, dense):
     """The iteration from CVXOPT's start (dense: every Newton system on the augmented system,
-    :func:`_augmented_solve`)."""
+    :func:`_augmented_factor`)."""
     nm = n * m
     nv, nr = xe.shape[0], h.shape[0]
     x, z, x1, z1, x2, z2 = (np.zeros(nv), np.zeros(nr), np.empty(nv), np.empty(nr),
@@ -567,12 +583,15 @@ def _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, dense):
     vx, vz, rc, dza, dsa, dz, ds = (np.empty(nv), np.empty(nr), np.empty(nr), np.empty(nr),
                                     np.empty(nr), np.empty(nr), np.empty(nr))
     negc, negh = -c, -h
+    D = _augmented_buffers(E, dense)
     # CVXOPT's start: least-squares x, s = h - G x; z from G'z = -c; both into the cone
-    if not dense and not _factor(E, w2, F):
+    if dense:
+        _augmented_factor(E, w2, D)
+    elif not _factor(E, w2, F):
         return _result(x, xe, 1.0, n, m, use_z, NUMERICAL_TROUBLE, 0)
-    _kkt(E, w2, F, np.zeros(nv), -h, x, z, W, dense)
+    _kkt(E, w2, F, np.zeros(nv), -h, x, z, W, D, dense)
     s = _to_cone(-z)
-    _kkt(E, w2, F, -c, np.zeros(nr), x1, z1, W, dense)
+    _kkt(E, w2, F, -c, np.zeros(nr), x1, z1, W, D, dense)
     z = _to_cone(z1)
     tau = kap = 1.0
     hn = max(1.0, np.sqrt(_dot(h, h)))
@@ -616,9 +635,11 @@ def _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, dense):
             break
         for k in range(nr):
             w2[k] = s[k] / z[k]
-        if not dense and not _factor(E, w2, F):
+        if dense:
+            _augmented_factor(E, w2, D)
+        elif not _factor(E, w2, F):
             return _result(x, xe, tau, n, m, use_z, stuck, it)
-        _kkt(E, w2, F, negc, negh, x1, z1, W, dense)  # the tau column, both steps
+        _kkt(E, w2, F, negc, negh, x1, z1, W, D, dense)  # the tau column, both steps
         cx1, hz1 = _dots(c, x1, h, z1)
         denom = -cx1 - hz1 + kap / tau
         # affine (predictor) step
@@ -628,7 +649,7 @@ def _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, dense):
         for k in range(nr):
             rc[k] = -s[k] * z[k]
             vz[k] = -rz[k] + rc[k] / z[k]
-        _kkt(E, w2, F, vx, vz, x2, z2, W, dense)
+        _kkt(E, w2, F, vx, vz, x2, z2, W, D, dense)
         dta = _tau_step(c, h, rt, x2, z2, rk, tau, denom, 1.0)
         for k in range(nr):
             dza[k] = z2[k] + dta * z1[k]
@@ -644,7 +665,7 @@ def _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, dense):
         for k in range(nr):
             rc[k] = -s[k] * z[k] + sigma * mu - dsa[k] * dza[k]
             vz[k] = -f * rz[k] + rc[k] / z[k]
-        _kkt(E, w2, F, vx, vz, x2, z2, W, dense)
+        _kkt(E, w2, F, vx, vz, x2, z2, W, D, dense)
         dtau = _tau_step(c, h, rt, x2, z2, rk, tau, denom, f)
         for k in range(nr):
             dz[k] = z2[k] + dtau * z1[k]
