@@ -143,7 +143,8 @@ class NativeRounds:
         while True:
             rc = lib.sk_gavel_run(k.ptr, k.batch, g, self.work, self._records.struct)
             self._from_c(g)
-            self._records.drain()
+            if rc not in (lib.SK_GAVEL_NEED_ALLOCATION, lib.SK_GAVEL_NEED_ORDERS):
+                self._records.drain()
             k._check(rc, "sk_gavel_run")
             if rc == lib.SK_DONE:
                 return

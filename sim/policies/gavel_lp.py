@@ -239,13 +239,13 @@ class AllocationLP:
             if status == gavel_hsd.OPTIMAL or (status == gavel_hsd.OPTIMAL_INACCURATE
                                                and not feasibility):
                 self.ecos_path_inaccurate += status == gavel_hsd.OPTIMAL_INACCURATE
-                return np.r_[X.ravel(), z], gavel_ipm.row_activities(self.scale, a, z_coef, X, z)
+                return np.append(X.ravel(), z), gavel_ipm.row_activities(self.scale, a, z_coef, X, z)
             self.ecos_path_fallbacks += 1
         X, z, status, *_ = gavel_ipm.solve(self.scale, self.capacity, c[: n * m].reshape(n, m),
                                           c[-1], a, z_coef, rhs, use_z)
         if status != gavel_ipm.OPTIMAL:
             return None
-        return np.r_[X.ravel(), z], gavel_ipm.row_activities(self.scale, a, z_coef, X, z)
+        return np.append(X.ravel(), z), gavel_ipm.row_activities(self.scale, a, z_coef, X, z)
 
     def _accepted(self, got, upper: np.ndarray):
         """x of a solve, or None when there is none or it fails linprog's acceptance test."""
@@ -253,8 +253,8 @@ class AllocationLP:
             return None
         x, activity = got
         tol = _FEASIBILITY_TOL
-        if not (np.all(upper - activity >= -tol) and np.all(x >= -tol)
-                and np.all(x <= self.col_upper + tol)):
+        if not ((upper - activity).min(initial=np.inf) >= -tol and x.min(initial=np.inf) >= -tol
+                and (self.col_upper + tol - x).min(initial=np.inf) >= 0.0):
             return None
         return x
 
