@@ -4,6 +4,9 @@
   jobs (3 jobs/h, seed 0, Gavel's multi-GPU mix) on ``gavel-108``; Gavel's own simulator takes
   about 9-30 CPU-s on a trace like it (scalability/gavel_speed.py, scalability/results/
   gavel_speed/), the issue's yardstick 15-80 CPU-s.
+  ``path``: ``native`` (the default engine: a Gavel round policy's rounds decided in C between
+  its resets, sim.native_rounds) or ``python`` (``EngineConfig(native=False)``, the same runs
+  job for job) side by side.
   ``gavel-gandiva`` packs there (jobs ask for more than the 108 GPUs): its rounds run over
   job combinations, O(jobs^2) (sim/policies/gavel_packing.py).
 * ``GavelLargeTrace``: ``gavel-max-min-fairness-perf`` on 4,740 generated jobs at 28 jobs/h on
@@ -41,17 +44,18 @@ class GavelTrace:
     timeout = 600
     params = [["gavel-max-min-fairness-perf", "gavel-max-min-fairness",
                "gavel-finish-time-fairness-perf", "gavel-min-total-duration-perf",
-               "gavel-fifo-perf", "gavel-gandiva", "themis"]]
-    param_names = ["policy"]
+               "gavel-max-sum-throughput-perf", "gavel-fifo-perf", "gavel-gandiva", "themis"],
+              ["native", "python"]]
+    param_names = ["policy", "path"]
 
-    def setup(self, policy):
+    def setup(self, policy, path):
         self.oracle = default_oracle()
         self.cluster = load_cluster("gavel-108")
         self.jobs = generate_workload(500, 3.0, 0, throughput=self.oracle, runnable_only=False)
-        self.config = EngineConfig(restart_delay_s=0.0)
+        self.config = EngineConfig(restart_delay_s=0.0, native=path == "native")
         _warm_up(self.cluster, policy, self.oracle, self.config)
 
-    def time_run(self, policy):
+    def time_run(self, policy, path):
         simulate(self.cluster, self.jobs, get_policy(policy), self.oracle, self.config)
 
 

@@ -555,7 +555,7 @@ class _Run:
             state = self.kernel.snapshot(self.cluster, self.jobs, self.queued_view, self.oracle,
                                          self.config.type_choice, int(self.config.type_seed),
                                          self.first_start_delay)
-            rounds = native_rounds.NativeRounds(self, state)
+            rounds = native_rounds.NativeRounds(self, state, STALL_DECISIONS)
             rounds.run()
             rec = rounds.records()
             self._take_records(rec)

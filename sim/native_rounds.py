@@ -41,10 +41,12 @@ def eligible(run) -> bool:
 
 class NativeRounds:
     """Drives ``sk_gavel_run`` for one engine run (sim.engine._Run), from its first decision
-    point; collects the decision records."""
+    point; collects the decision records.  stall_limit: idle decisions in a row that stop the
+    run (sim.engine.STALL_DECISIONS)."""
 
-    def __init__(self, run, state):
+    def __init__(self, run, state, stall_limit: int):
         self.run_, self.policy = run, run.policy
+        self.stall_limit = stall_limit
         self.name = run.policy.name
         self.resets = 0
         self._orders = None
@@ -75,8 +77,7 @@ class NativeRounds:
         g.round_s, g.reset_interval_s = p.time_per_round_s, p.reset_interval_s
         g.round_period = float(run.round_s)
         g.skip_zero_priority = int(p.skip_zero_priority)
-        from .engine import STALL_DECISIONS
-        g.stall_limit = STALL_DECISIONS
+        g.stall_limit = self.stall_limit
         for key in ("member", "time_so_far", "deficit", "alloc", "in_alloc", "ran_on", "credit",
                     "to_finish", "overran", "worker_time"):
             setattr(g, key, _ptr(self._own(getattr(p, key))))
@@ -181,9 +182,8 @@ class NativeRounds:
         if g.failure == lib.SK_GAVEL_IDLE_QUEUED:
             return SimError(f"policy {self.name} left {count} jobs queued on an idle cluster at "
                             f"t={now} with nothing left to happen")
-        from .engine import STALL_DECISIONS
         return SimError(f"policy {self.name} left {count} jobs queued on an idle cluster for "
-                        f"{STALL_DECISIONS:,} decisions (t={g.stall_since:g} to {now:g} s) with "
+                        f"{self.stall_limit:,} decisions (t={g.stall_since:g} to {now:g} s) with "
                         f"every job arrived: its rounds or wakeups come, but it places nothing")
 
     # -- results -------------------------------------------------------------------------
