@@ -489,6 +489,10 @@ static int round_rest(sk_engine *e, sk_gavel *g, sk_gavel_work *w, double now, d
     if (g->orders) {
         if (g->next_order >= g->n_orders) return SK_GAVEL_NEED_ORDERS;
         order = g->orders + g->next_order++ * m;
+        for (int32_t t = 0; t < m; t++)
+            if (order[t] < 0 || order[t] >= m)
+                return ske_fail(e, SK_EINVAL, "gavel rounds: type order entry %lld is not a type",
+                                (long long)order[t]);
     } else {
         order = w->identity;
     }
@@ -644,6 +648,7 @@ static int decide(sk_engine *e, sk_batch *b, sk_gavel *g, sk_gavel_work *w, sk_d
     }
     if (rc == SK_GAVEL_NEED_ALLOCATION || rc == SK_GAVEL_NEED_ORDERS) {
         g->phase = PHASE_RESUME;
+        g->paused_seconds += clock_s() - t0;
         return rc;
     }
     if (rc != SK_OK) return rc;
@@ -652,13 +657,17 @@ static int decide(sk_engine *e, sk_batch *b, sk_gavel *g, sk_gavel_work *w, sk_d
         if (rc < 0) return rc;
     }
     g->phase = PHASE_DECIDE;
-    return record(e, g, rec, now, SK_POINT_DECIDED, clock_s() - t0, wakeup);
+    double seconds = clock_s() - t0 + g->paused_seconds;
+    g->paused_seconds = 0.0;
+    return record(e, g, rec, now, SK_POINT_DECIDED, seconds, wakeup);
 }
 
 int sk_gavel_run(sk_engine *e, sk_batch *b, sk_gavel *g, sk_gavel_work *w, sk_decision_records *rec) {
-    if (!e || !b || !g || !w || !rec || rec->n < 0 || rec->n > rec->cap ||
-        g->n_jobs != w->n_jobs || g->n_types != w->m || g->n_nodes != w->n_nodes)
+    if (!e || !b || !g || !w || !rec)
         return SK_EINVAL;
+    if (rec->cap < 1 || rec->n < 0 || rec->n > rec->cap || g->n_jobs != w->n_jobs ||
+        g->n_types != w->m || g->n_nodes != w->n_nodes)
+        return ske_fail(e, SK_EINVAL, "sk_gavel_run: records or sizes do not match the work area");
     for (;;) {
         if (g->phase == PHASE_NEXT) {
             int status = next_point(e, b, g, w, rec);
@@ -679,9 +688,11 @@ int sk_gavel_run(sk_engine *e, sk_batch *b, sk_gavel *g, sk_gavel_work *w, sk_de
 
 int sk_gavel_work_new(sk_gavel_work **out, const sk_engine *e, const sk_gavel *g) {
     if (!out || !e || !g || g->n_jobs < 0 || g->n_types < 1 || g->n_types > 62 ||
-        g->n_nodes != e->n_nodes)
+        g->n_nodes != e->n_nodes || g->n_jobs != e->n_jobs)
         return SK_EINVAL;
     *out = NULL;
+    for (int32_t v = 0; v < g->n_nodes; v++)            /* the engine's cluster */
+        if (g->node_gpus[v] != e->node_cap[v]) return SK_EINVAL;
     sk_gavel_work *w = calloc(1, sizeof *w);
     if (!w) return SK_ENOMEM;
     int64_t n = g->n_jobs, m = g->n_types, cap = e->total_gpus + 1;

@@ -93,6 +93,9 @@ typedef struct {
                                        2: go on to the next point */
     int64_t idle_decisions;
     double stall_since;
+    double paused_seconds;          /* wall time of the pending decision before it returned for
+                                       a reset or orders, plus the caller's (the caller adds its
+                                       reset's): counted in the decision's seconds */
     int64_t skipped;                /* decision points skipped (mid-round) */
     int32_t failure;                /* SK_GAVEL_* failure, with the job and a count */
     int64_t failure_job;

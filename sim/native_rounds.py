@@ -11,11 +11,15 @@ runs are the Python path's job for job (tests/test_gavel_native.py);
 Eligible runs: the policy says ``native_rounds``, the engine's rates are a throughput
 table's (:class:`sim.throughput.TableThroughput`: a placement's rate is the table's at the
 job's request, on one server or on several, times the slowest server's speed), no learning
-world, hidden server truth, policy rate model, defragmentation or progress bar, no
-``schedule`` replaced on the policy object (a wrapper expects to be called), and the engine
-checked every job up front (``JobSpecs.type_rates``).
+world, hidden server truth, policy rate model, defragmentation or progress bar, at most
+:data:`MAX_TYPES` GPU types, no method of the round procedure (:data:`MECHANISM`) overridden
+by a subclass or replaced on the policy object (a wrapper expects to be called), and the
+engine checked every job up front (``JobSpecs.type_rates``).  A decision's recorded seconds
+include the Python reset it waited for.
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -24,6 +28,17 @@ from .errors import SimError
 from .state import type_throughput_rows
 from .throughput import TableThroughput
 
+#: the policy's per-job arrays the kernel reads and updates in place
+POLICY_ARRAYS = ("member", "time_so_far", "deficit", "alloc", "in_alloc", "ran_on", "credit",
+                 "to_finish", "overran", "worker_time")
+#: GavelRounds' methods that the kernel does in C: a policy that overrides one runs in Python
+MECHANISM = ("schedule", "_round", "_plan", "_micro_tasks", "_credit_finished", "note_completed",
+             "_credit_running", "_join", "_hold", "hold_until", "between_rounds", "_type_order",
+             "_throughputs")
+#: GPU types the kernel takes (type masks in 64-bit words)
+MAX_TYPES = 62
+#: the clock of the Python time a pending decision waits for
+_clock = time.perf_counter
 #: decision points recorded per return to Python
 RECORD_ROWS = 1 << 14
 #: shuffled type orders handed to the kernel at a time
@@ -32,11 +47,22 @@ ORDERS_AHEAD = 1 << 12
 
 def eligible(run) -> bool:
     """Whether engine run ``run`` (sim.engine._Run) can decide its rounds in C."""
-    return (run.config.native and run.quiet and bool(getattr(run.policy, "native_rounds", False))
+    p = run.policy
+    return (run.config.native and run.quiet and bool(getattr(p, "native_rounds", False))
             and run.world is None and run.truth is None and run.rate_model is None
             and not run.defragment and not run.config.progress
             and run.jobs.type_rates is not None and type(run.rates_from) is TableThroughput
-            and "schedule" not in vars(run.policy) and len(run.jobs) > 0)
+            and len(run.jobs) > 0 and len(run.cluster.gpu_types) <= MAX_TYPES
+            and eligible_policy(p))
+
+
+def eligible_policy(policy) -> bool:
+    """Whether the policy runs GavelRounds' own round procedure, which the kernel ports: no
+    method of it overridden by a subclass or on the object (a wrapper expects to be called)."""
+    from .policies.gavel_rounds import GavelRounds
+    return isinstance(policy, GavelRounds) and all(
+        name not in vars(policy) and getattr(type(policy), name) is getattr(GavelRounds, name)
+        for name in MECHANISM)
 
 
 class NativeRounds:
@@ -52,6 +78,7 @@ class NativeRounds:
         self._orders = None
         self.policy._reset(state)
         self._keep: list[np.ndarray] = []
+        self._arrays: dict[str, np.ndarray] = {}   # the policy's arrays the kernel points at
         self.g = self._install()
         self.work = self._work()
         self._records = DecisionRecords(RECORD_ROWS)
@@ -78,9 +105,7 @@ class NativeRounds:
         g.round_period = float(run.round_s)
         g.skip_zero_priority = int(p.skip_zero_priority)
         g.stall_limit = self.stall_limit
-        for key in ("member", "time_so_far", "deficit", "alloc", "in_alloc", "ran_on", "credit",
-                    "to_finish", "overran", "worker_time"):
-            setattr(g, key, _ptr(self._own(getattr(p, key))))
+        self._point_policy_arrays(g)
         g.scale_applied, g.used_types = _ptr(run.scale_applied), _ptr(run.used_types)
         g.orders, g.n_orders, g.next_order = ffi.NULL, 0, 0
         if p.shuffle_types:
@@ -90,11 +115,17 @@ class NativeRounds:
         self._to_c(g)
         return g
 
-    def _own(self, array: np.ndarray) -> np.ndarray:
-        """The policy's array itself (the kernel updates it in place): it must be contiguous."""
-        if not array.flags["C_CONTIGUOUS"] or not array.flags["WRITEABLE"]:
-            raise SimError(f"policy {self.name}: its per-job arrays must be contiguous and writable")
-        return array
+    def _point_policy_arrays(self, g) -> None:
+        """Point the kernel at the policy's per-job arrays themselves (it updates them in
+        place), again after each reset in case the policy's Python replaced one."""
+        p = self.policy
+        for key in POLICY_ARRAYS:
+            array = getattr(p, key)
+            if not array.flags["C_CONTIGUOUS"] or not array.flags["WRITEABLE"]:
+                raise SimError(f"policy {self.name}: its per-job arrays must be contiguous and "
+                               f"writable ({key} is not)")
+            setattr(g, key, _ptr(array))
+            self._arrays[key] = array
 
     def _table_rates(self, n_nodes: int) -> np.ndarray:
         """float64 [n_jobs, n_types]: each job's rate on each type at its request, on one server
@@ -149,13 +180,16 @@ class NativeRounds:
             k._check(rc, "sk_gavel_run")
             if rc == lib.SK_DONE:
                 return
+            if rc == lib.SK_GAVEL_FAILED:
+                raise self._failure()
+            t0 = _clock()
             if rc == lib.SK_GAVEL_NEED_ALLOCATION:
                 self._reset()
+                self._point_policy_arrays(g)
             elif rc == lib.SK_GAVEL_NEED_ORDERS:
                 self._more_orders(g)
-            elif rc == lib.SK_GAVEL_FAILED:
-                raise self._failure()
             self._to_c(g)
+            g.paused_seconds += _clock() - t0      # the pending decision's time
 
     def _reset(self) -> None:
         """The reset the kernel found due: the policy's own code, on its arrays."""

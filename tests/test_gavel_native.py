@@ -14,7 +14,7 @@ from engine_helpers import LinearOracle, small_cluster, specs
 from sim.engine import EngineConfig, run_jobs, simulate
 from sim.errors import SimError
 from sim.policies import get_policy, list_policies
-from sim.policies.gavel import GavelFifoPerf
+from sim.policies.gavel import GavelFifoPerf, GavelMaxMinFairnessPerf
 from sim.presets import load_cluster
 from sim.throughput import TableThroughput
 from sim.workload import generate_workload
@@ -122,3 +122,51 @@ def test_nothing_schedulable_stops_both_paths_alike():
             simulate(c, jobs, _NoAllocationFifo(), ORACLE, EngineConfig(native=native))
         messages.append(str(err.value))
     assert messages[0] == messages[1]
+
+
+class _OwnTypeOrder(GavelFifoPerf):
+    """A subclass with its own type order: a method of the round procedure."""
+    name = "gavel-fifo-perf-test-order"
+
+    def _type_order(self, m):
+        return list(range(m))[::-1]
+
+
+class _ReboundArrays(GavelMaxMinFairnessPerf):
+    """A reset that replaces the per-job arrays instead of updating them in place."""
+    name = "gavel-max-min-fairness-perf-test-rebound"
+
+    def _maybe_reset(self, state, thr):
+        super()._maybe_reset(state, thr)
+        self.worker_time = self.worker_time.copy()
+        self.deficit = self.deficit.copy()
+
+
+def test_an_overridden_round_method_runs_in_python_and_replaced_arrays_are_followed():
+    c = load_cluster("gavel-108")
+    jobs = generate_workload(30, load_jobs_per_hour=20.0, seed=3, throughput=ORACLE)
+    config = EngineConfig(restart_delay_s=0.0)
+    assert not simulate(c, jobs, _OwnTypeOrder(), ORACLE, config).profile["native"]
+    pol = get_policy("gavel-fifo-perf")
+    pol._plan = pol._plan                     # replaced on the object
+    assert not native_rounds.eligible_policy(pol)
+    runs = []
+    for native in (True, False):
+        pol = _ReboundArrays()
+        runs.append((simulate(c, jobs, pol, ORACLE, EngineConfig(restart_delay_s=0.0, native=native)), pol))
+    assert runs[0][1].resets > 1
+    _same(*runs)
+
+
+def test_a_decision_counts_the_python_reset_it_waited_for(monkeypatch):
+    # a clock that moves one second a reading: each return to Python for a reset adds exactly
+    # one second to the pending decision's recorded time (the kernel's own time is real)
+    ticks = iter(range(10**9))
+    monkeypatch.setattr(native_rounds, "_clock", lambda: float(next(ticks)))
+    c = load_cluster("gavel-108")
+    jobs = generate_workload(30, load_jobs_per_hour=20.0, seed=3, throughput=ORACLE)
+    pol = get_policy("gavel-max-min-fairness-perf")
+    res = simulate(c, jobs, pol, ORACLE, EngineConfig(restart_delay_s=0.0))
+    assert res.profile["native"] and pol.resets > 1
+    seconds = np.asarray(res.decision_seconds)
+    assert np.sum(seconds >= 1.0) == pol.resets and np.all(seconds < 2.0)

@@ -170,8 +170,9 @@ class GavelRounds(RoundClock):
 
     skips_mid_round = True
     #: the engine may decide the rounds in C between resets (sim.native_rounds), calling
-    #: :meth:`_maybe_reset` and :meth:`_type_order` here; a subclass that changes a round's
-    #: procedure sets it False
+    #: :meth:`_maybe_reset` and :meth:`_type_order` here; a subclass that overrides a method
+    #: of the round procedure (sim.native_rounds.MECHANISM) runs in Python by itself, one that
+    #: changes it otherwise sets this False
     native_rounds: ClassVar[bool] = True
 
     #: walk GPU types in a seeded random order each round (Gavel: policies without "Perf")

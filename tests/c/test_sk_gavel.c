@@ -249,6 +249,10 @@ static void test_bad_arguments(void) {
     w.g.node_type = bad_types;
     CHECK(sk_gavel_work_new(&scratch, e, &w.g) == SK_EINVAL && scratch == NULL);
     w.g.node_type = TYPES;
+    const int32_t other_gpus[NODES] = {4, 4, 4};        /* not the engine's cluster */
+    w.g.node_gpus = other_gpus;
+    CHECK(sk_gavel_work_new(&scratch, e, &w.g) == SK_EINVAL && scratch == NULL);
+    w.g.node_gpus = GPUS;
     CHECK(sk_gavel_work_new(&scratch, e, &w.g) == SK_OK);
     int64_t arrived[N], completed[N];
     sk_batch b = {0.0, 0, 0, 0, arrived, completed};
@@ -257,6 +261,9 @@ static void test_bad_arguments(void) {
     w.rec.n = ROWS + 1;
     CHECK(sk_gavel_run(e, &b, &w.g, scratch, &w.rec) == SK_EINVAL);
     w.rec.n = 0;
+    w.rec.cap = 0;                                      /* no room: never RECORDS_FULL forever */
+    CHECK(sk_gavel_run(e, &b, &w.g, scratch, &w.rec) == SK_EINVAL);
+    w.rec.cap = ROWS;
     w.g.n_jobs = N - 1;
     CHECK(sk_gavel_run(e, &b, &w.g, scratch, &w.rec) == SK_EINVAL);
     sk_gavel_work_free(scratch);
@@ -294,6 +301,34 @@ static void test_failures_stop_the_run(void) {
           failure == SK_GAVEL_NO_SCHEDULABLE);
 }
 
+/* A type order naming no type stops the run with SK_EINVAL and a message. */
+static void test_a_bad_type_order_is_an_error(void) {
+    static world w;
+    random_world(&w, 3);
+    init_policy(&w, 1);
+    sk_engine *e = new_engine(&w);
+    if (!e) return;
+    sk_gavel_work *scratch = NULL;
+    CHECK(sk_gavel_work_new(&scratch, e, &w.g) == SK_OK);
+    int64_t arrived[N], completed[N];
+    sk_batch b = {0.0, 0, 0, 0, arrived, completed};
+    CHECK(sk_engine_step(e, &b) == SK_DECISION);
+    const int64_t bad[2 * M] = {0, 1, 1, 2};
+    w.g.orders = bad;
+    w.g.n_orders = 2;
+    int rc, calls = 0;
+    do {
+        rc = sk_gavel_run(e, &b, &w.g, scratch, &w.rec);
+        drain(&w);
+        if (rc == SK_GAVEL_NEED_ALLOCATION) reset(&w, b.now);
+        if (rc == SK_GAVEL_NEED_ORDERS) w.g.next_order = 1;   /* the bad row again */
+    } while ((rc == SK_GAVEL_NEED_ALLOCATION || rc == SK_GAVEL_RECORDS_FULL ||
+              rc == SK_GAVEL_NEED_ORDERS) && ++calls < 1000);
+    CHECK(rc == SK_EINVAL && strstr(sk_engine_message(e), "type order") != NULL);
+    sk_gavel_work_free(scratch);
+    sk_engine_free(e);
+}
+
 /* A lone job on 1 GPU keeps its server round after round (lease extensions, no restart): it
  * finishes after work / rate on the faster type, where its priority is highest. */
 static void test_lone_job_runs_through(void) {
@@ -325,6 +360,7 @@ int main(void) {
     test_runs_to_the_end_deterministically();
     test_lone_job_runs_through();
     test_bad_arguments();
+    test_a_bad_type_order_is_an_error();
     test_failures_stop_the_run();
     if (failures) {
         fprintf(stderr, "test_sk_gavel: %d checks failed\n", failures);
