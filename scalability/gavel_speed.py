@@ -17,6 +17,9 @@ ratios measured in the same run, never absolute seconds across runs):
 * Gavel (``--gavel-dir``, a checkout with the ``run_gavel.py`` wrapper of docs/gavel.md, and
   ``--gavel-python``): user + system CPU of its simulator process on the same trace and
   cluster (one-GPU servers, seed 0), interpreter start and imports included (1-2 s).
+  ``--gavel-start``: also Gavel's simulator on the trace's first job alone, the same way: its
+  fixed cost (start, imports, a one-job run), which a row subtracts from Gavel's CPU seconds
+  for the ratio of the simulations alone (``ratio_net``, "Gavel less its start / ours").
 * ``--lp-jobs``: one heterogeneity-aware max-min LP with that many active jobs on a cluster of
   ``--lp-nodes`` 8-GPU servers (three types), wall and CPU seconds, best of ``--lp-repeat``.
 
@@ -30,6 +33,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -134,18 +138,31 @@ def lp_solve_s(n_jobs: int, n_nodes: int, repeat: int = 3, seed: int = 0) -> dic
 def table(result: dict) -> str:
     """The rows as a markdown table: CPU seconds of Gavel, ours (``simulate``; whole process),
     the baseline, and the ratios."""
-    lines = ["| trace | policy | Gavel CPU-s | ours CPU-s (whole process) | Gavel / ours "
-             "(whole process) | baseline CPU-s | baseline / ours | JCT h Gavel / ours |",
-             "|---|---|---|---|---|---|---|---|"]
+    nan = float("nan")
+    lines = ["| trace | policy | Gavel CPU-s (its start) | ours CPU-s (whole process) | Gavel / ours "
+             "(whole process) | Gavel less its start / ours | baseline CPU-s | baseline / ours | "
+             "JCT h Gavel / ours |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         o, g, b = r["ours"], r.get("gavel", {}), r.get("baseline", {})
+        start = r.get("gavel_start", {}).get("cpu_s", nan)
         lines.append(
-            f"| {r['trace']} | {r['policy']} | {g.get('cpu_s', float('nan')):.1f} | "
-            f"{o['cpu_s']:.2f} ({o['process_cpu_s']:.1f}) | {r.get('ratio', float('nan')):.0f}x "
-            f"({r.get('ratio_process', float('nan')):.1f}x) | {b.get('cpu_s', float('nan')):.2f} | "
-            f"{b.get('cpu_s', float('nan')) / o['cpu_s']:.1f}x | "
-            f"{g.get('avg_jct_h', float('nan')):.2f} / {o['avg_jct_h']:.2f} |")
+            f"| {r['trace']} | {r['policy']} | {g.get('cpu_s', nan):.1f} ({start:.1f}) | "
+            f"{o['cpu_s']:.2f} ({o['process_cpu_s']:.1f}) | {r.get('ratio', nan):.0f}x "
+            f"({r.get('ratio_process', nan):.1f}x) | {r.get('ratio_net', nan):.0f}x | "
+            f"{b.get('cpu_s', nan):.2f} | {b.get('cpu_s', nan) / o['cpu_s']:.1f}x | "
+            f"{g.get('avg_jct_h', nan):.2f} / {o['avg_jct_h']:.2f} |")
     return "\n".join(lines)
+
+
+def first_job_trace(path: str, out_dir: str) -> str:
+    """A trace file holding the first job of the trace at ``path``."""
+    with open(path) as f:
+        first = next(line for line in f if line.strip())
+    out = os.path.join(out_dir, "first_job_" + os.path.basename(path))
+    with open(out, "w") as f:
+        f.write(first)
+    return out
 
 
 def _traces(specs: list[str]) -> list[tuple[str, str, str]]:
@@ -166,6 +183,8 @@ def main() -> None:
     ap.add_argument("--gavel-dir")
     ap.add_argument("--gavel-python", default="python3")
     ap.add_argument("--gavel-timeout", type=float, default=1500.0)
+    ap.add_argument("--gavel-start", action="store_true",
+                    help="also Gavel on each trace's first job alone: its fixed cost")
     ap.add_argument("--baseline-src")
     ap.add_argument("--lp-jobs", type=int, default=0)
     ap.add_argument("--lp-nodes", type=int, default=1024)
@@ -187,7 +206,9 @@ def main() -> None:
     if args.lp_jobs:
         result["lp"] = lp_solve_s(args.lp_jobs, args.lp_nodes, args.lp_repeat)
         print("one max-min LP:", result["lp"], flush=True)
+    scratch = tempfile.mkdtemp(prefix="gavel_speed_")
     for name, path, cluster in _traces(args.trace):
+        one_job = first_job_trace(path, scratch)
         for policy in per_trace.get(name, args.policies).split(","):
             runs = {"ours": lambda: ours(path, cluster, policy)}
             if args.baseline_src:
@@ -195,11 +216,17 @@ def main() -> None:
             if args.gavel_dir:
                 runs["gavel"] = lambda: gavel(path, cluster, policy, args.gavel_dir,
                                               args.gavel_python, args.gavel_timeout)
+                if args.gavel_start:
+                    runs["gavel_start"] = lambda: gavel(one_job, cluster, policy, args.gavel_dir,
+                                                        args.gavel_python, args.gavel_timeout)
             row = {"trace": name, "cluster": cluster, "policy": policy,
                    **repeated(runs, args.repeat)}
             if args.gavel_dir:
                 row["ratio"] = row["gavel"]["cpu_s"] / row["ours"]["cpu_s"]
                 row["ratio_process"] = row["gavel"]["cpu_s"] / row["ours"]["process_cpu_s"]
+            if "gavel_start" in row:
+                row["ratio_net"] = ((row["gavel"]["cpu_s"] - row["gavel_start"]["cpu_s"])
+                                    / row["ours"]["cpu_s"])
             rows.append(row)
             print(json.dumps(row), flush=True)
     result["load_average_end"] = os.getloadavg()
