@@ -117,7 +117,7 @@ class NativeRounds:
 
     def _point_policy_arrays(self, g) -> None:
         """Point the kernel at the policy's per-job arrays themselves (it updates them in
-        place), again after each reset in case the policy's Python replaced one."""
+        place), again after a reset that replaced one."""
         p = self.policy
         for key in POLICY_ARRAYS:
             array = getattr(p, key)
@@ -185,7 +185,8 @@ class NativeRounds:
             t0 = _clock()
             if rc == lib.SK_GAVEL_NEED_ALLOCATION:
                 self._reset()
-                self._point_policy_arrays(g)
+                if any(getattr(self.policy, key) is not array for key, array in self._arrays.items()):
+                    self._point_policy_arrays(g)
             elif rc == lib.SK_GAVEL_NEED_ORDERS:
                 self._more_orders(g)
             self._to_c(g)

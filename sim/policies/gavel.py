@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from ..state import SchedState
 from . import register
 from .gavel_lp import (DEFAULT_SOLVER, AllocationLP, finish_time_fair_allocation,
-                       isolated_allocation, makespan_allocation, proportional_allocation)
+                       isolated_allocation, makespan_allocation, proportional_share)
 from .gavel_rounds import GavelRounds
 
 
@@ -51,7 +51,7 @@ class _MaxMinFairness(_GavelLP):
     def allocation(self, state, thr):
         lp = self._lp(state)
         t = self._lp_throughputs(state, thr)
-        prop = np.sum(t * proportional_allocation(lp.n, lp.capacity), axis=1)
+        prop = np.sum(t * proportional_share(lp.n, lp.capacity), axis=1)
         weight = state.jobs.priority[state.active]
         return lp.max_min(t * (lp.scale / (weight * prop))[:, None])[0]
 

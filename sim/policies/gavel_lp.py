@@ -290,10 +290,16 @@ class AllocationLP:
 
 
 # -- reference allocations (no LP) -----------------------------------------------
+def proportional_share(n: int, capacity: np.ndarray) -> np.ndarray:
+    """One row of :func:`proportional_allocation` (every row is the same): ``N_t / n``
+    scaled to sum to 1."""
+    row = np.asarray(capacity, float) / max(n, 1)
+    return row / row.sum()
+
+
 def proportional_allocation(n: int, capacity: np.ndarray) -> np.ndarray:
     """Gavel's ``proportional.py``: ``X[i, t] = N_t / n``, scaled so the largest row sums to 1."""
-    x = np.tile(np.asarray(capacity, float) / max(n, 1), (n, 1))
-    return x / x.sum(axis=1).max() if n else x
+    return np.tile(proportional_share(n, capacity), (n, 1))
 
 
 def isolated_allocation(scale: np.ndarray, capacity: np.ndarray) -> np.ndarray:
