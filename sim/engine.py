@@ -308,16 +308,18 @@ def simulate(cluster: Cluster, workload, policy, oracle, config: EngineConfig | 
                     learning=learning, truth=truth)
 
 
-def type_rate_table(cluster: Cluster, jobs: JobSpecs, oracle) -> np.ndarray:
+def type_rate_table(cluster: Cluster, jobs: JobSpecs, oracle, n_nodes: int = 1) -> np.ndarray:
     """float64 [n_jobs, n_types]: each job's throughput on each GPU type of ``cluster`` at its
-    request, consolidated on one server of speed 1 (one vectorized ``oracle.rates`` call)."""
+    request, consolidated on one server of speed 1 (``n_nodes`` 2: spread over several), one
+    vectorized ``oracle.rates`` call; 0 where it is not finite and positive."""
     n, t = len(jobs), len(cluster.gpu_types)
     if n == 0:
         return np.zeros((0, t))
     model = np.repeat(jobs.model.astype(np.int64), t)
     ngpu = np.repeat(jobs.demand.astype(np.int64), t)
     mask = np.tile(np.left_shift(np.int64(1), np.arange(t, dtype=np.int64)), n)
-    rates = oracle.rates(model, ngpu, np.ones(n * t, np.int64), mask, np.ones(n * t), cluster.gpu_types)
+    rates = oracle.rates(model, ngpu, np.full(n * t, n_nodes, np.int64), mask, np.ones(n * t),
+                         cluster.gpu_types)
     rates = np.asarray(rates, float).reshape(n, t)
     return np.where(np.isfinite(rates) & (rates > 0), rates, 0.0)
 
@@ -555,7 +557,9 @@ class _Run:
             state = self.kernel.snapshot(self.cluster, self.jobs, self.queued_view, self.oracle,
                                          self.config.type_choice, int(self.config.type_seed),
                                          self.first_start_delay)
-            rounds = native_rounds.NativeRounds(self, state, STALL_DECISIONS)
+            rates = np.stack([type_rate_table(self.cluster, self.jobs, self.rates_from, n_nodes)
+                              for n_nodes in (1, 2)], axis=-1)
+            rounds = native_rounds.NativeRounds(self, state, rates, STALL_DECISIONS)
             rounds.run()
             rec = rounds.records()
             self._take_records(rec)

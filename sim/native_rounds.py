@@ -67,36 +67,33 @@ def eligible_policy(policy) -> bool:
 
 class NativeRounds:
     """Drives ``sk_gavel_run`` for one engine run (sim.engine._Run), from its first decision
-    point; collects the decision records.  stall_limit: idle decisions in a row that stop the
-    run (sim.engine.STALL_DECISIONS)."""
+    point; collects the decision records.  rates: float64 [n_jobs, n_types, 2], each job's
+    rate on each type at its request and speed 1, on one server ([..., 0]) and on several
+    ([..., 1]) (sim.engine.type_rate_table); stall_limit: idle decisions in a row that stop
+    the run (sim.engine.STALL_DECISIONS)."""
 
-    def __init__(self, run, state, stall_limit: int):
+    def __init__(self, run, state, rates: np.ndarray, stall_limit: int):
         self.run_, self.policy = run, run.policy
         self.stall_limit = stall_limit
         self.name = run.policy.name
-        self.resets = 0
         self._orders = None
         self.policy._reset(state)
-        self._keep: list[np.ndarray] = []
         self._arrays: dict[str, np.ndarray] = {}   # the policy's arrays the kernel points at
-        self.g = self._install()
+        self.g = self._install(rates)
         self.work = self._work()
         self._records = DecisionRecords(RECORD_ROWS)
 
     # -- set-up --------------------------------------------------------------------------
-    def _install(self):
+    def _install(self, rates: np.ndarray):
         run, p = self.run_, self.policy
         c, jobs = run.cluster, run.jobs
         n, m = len(jobs), len(c.gpu_types)
-        ids = np.arange(n)
-        thr = np.ascontiguousarray(type_throughput_rows(run.oracle, jobs, ids, c.gpu_types))
-        rate = np.ascontiguousarray(np.stack([self._table_rates(n_nodes) for n_nodes in (1, 2)],
-                                             axis=-1))
-        keep = [np.ascontiguousarray(jobs.demand, np.int32), thr, rate,
+        thr = np.ascontiguousarray(type_throughput_rows(run.oracle, jobs, np.arange(n), c.gpu_types))
+        keep = [np.ascontiguousarray(jobs.demand, np.int32), thr, np.ascontiguousarray(rates, float),
                 np.ascontiguousarray(c.node_type, np.int32), np.ascontiguousarray(c.node_gpus, np.int32),
                 np.ascontiguousarray(c.node_speed, float), np.ascontiguousarray(run.fgd_flat, float),
                 np.ascontiguousarray(run.fgd_base, np.int64)]
-        self._keep += keep
+        self._keep = keep                          # alive while the kernel reads them
         g = ffi.new("sk_gavel *")
         g.n_jobs, g.n_types, g.n_nodes = n, m, c.n_nodes
         (g.demand, g.thr, g.rate, g.node_type, g.node_gpus, g.node_speed, g.fgd_weights,
@@ -126,19 +123,6 @@ class NativeRounds:
                                f"writable ({key} is not)")
             setattr(g, key, _ptr(array))
             self._arrays[key] = array
-
-    def _table_rates(self, n_nodes: int) -> np.ndarray:
-        """float64 [n_jobs, n_types]: each job's rate on each type at its request, on one server
-        (n_nodes 1) or several (2), at speed 1."""
-        run = self.run_
-        jobs, types = run.jobs, run.cluster.gpu_types
-        n, m = len(jobs), len(types)
-        model = np.repeat(jobs.model.astype(np.int64), m)
-        ngpu = np.repeat(jobs.demand.astype(np.int64), m)
-        mask = np.tile(np.left_shift(np.int64(1), np.arange(m, dtype=np.int64)), n)
-        rates = run.rates_from.rates(model, ngpu, np.full(n * m, n_nodes, np.int64), mask,
-                                     np.ones(n * m), types)
-        return np.asarray(rates, float).reshape(n, m)
 
     def _work(self):
         out = ffi.new("sk_gavel_work **")
@@ -199,7 +183,6 @@ class NativeRounds:
                                     run.config.type_choice, int(run.config.type_seed),
                                     run.first_start_delay)
         self.policy._maybe_reset(state, self.policy._throughputs(state))
-        self.resets += 1
 
     def _failure(self) -> SimError:
         """The Python path's error for the kernel's failure."""
