@@ -43,7 +43,9 @@ every job's m x m block, a Woodbury correction for the m capacity rows and a bor
 elimination of z, with iterative refinement; the directions agree to rounding.  Where rows
 are tight the normal equations can lose what the augmented system keeps (the Woodbury
 correction of a tight capacity row cancels): a solve that ends in trouble or close to optimal
-is rerun from the start on the augmented system, densely (:data:`RESCUE_MAX_SIZE`).
+is rerun from the start on the augmented system, by LU with partial pivoting (the dense
+elimination's factors, bit for bit, computed over the nonzeros: :mod:`.sparse_lu`;
+:data:`RESCUE_MAX_SIZE`).
 
 :func:`solve` returns a status instead of raising: 0 optimal, 1 iteration limit, 2 numerical
 trouble (a failed factorization or a step below :data:`STEP_MIN`), 3 infeasible (the test
@@ -57,7 +59,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .gavel_ipm import _dot, _lu
+from . import sparse_lu
+from .gavel_ipm import _dot
 
 OPTIMAL, ITERATION_LIMIT, NUMERICAL_TROUBLE, INFEASIBLE, OPTIMAL_INACCURATE = 0, 1, 2, 3, 4
 #: Ruiz equilibration passes; norms below EQUIL_FLOOR leave their row or column unscaled
@@ -82,7 +85,7 @@ MAX_ITERATIONS = 100
 REFINEMENT_STEPS = 8
 REFINEMENT_TOLERANCE = 1e-13
 #: a solve that ends in trouble or "close to optimal" is rerun from the start with every
-#: Newton system solved densely on the augmented system (the reference's method) when that
+#: Newton system solved on the augmented system by LU (the reference's method) when that
 #: has at most RESCUE_MAX_SIZE unknowns: where capacity or other rows are tight the normal
 #: equations lose what the augmented system keeps (docs/gavel.md, "Solver")
 RESCUE_MAX_SIZE = 400
@@ -440,83 +443,65 @@ def _augmented_size(E):
 
 @njit(cache=True, error_model="numpy")
 def _augmented_buffers(E, dense):
-    """D for :func:`_augmented_factor`: the augmented matrix (its LU factors), the pivot rows,
-    whether the factors hold, and the factors' nonzeros by rows (row starts of L's and of U's
-    off-diagonal entries, their columns and values); empty unless dense."""
+    """D for :func:`_augmented_factor`: the augmented matrix ``[0 G'; -G W^2]`` by rows in
+    CSR (W^2 at the ``slot`` entries), and sparse_lu's work space and factors; empty unless
+    dense."""
     size = _augmented_size(E) if dense else 0
-    return (np.zeros((size, size)), np.zeros(size, np.int64), np.zeros(1, np.int8),
-            np.zeros(size + 1, np.int64), np.zeros(size + 1, np.int64),
-            np.empty(size * size, np.int64), np.empty(size * size))
-
-
-@njit(cache=True, error_model="numpy")
-def _augmented_factor(E, w2, D):
-    """``[0 G'; -G W^2]`` built densely and factored by LU with partial pivoting (the
-    reference's method; gavel_ipm's LU) into D, once for the Newton systems of an iteration;
-    the factors' nonzeros listed by rows for the solves (mostly zeros: 6,000 of 105,000
-    entries at 45 jobs)."""
-    K, piv, ok, lstart, ustart, col, val = D
-    size = K.shape[0]
-    nr = w2.shape[0]
-    nv = size - nr
-    K[:, :] = 0.0
+    work, factors = sparse_lu.buffers(size)
+    if not dense:
+        return (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64),
+                work, factors)
+    eP = E[0]
+    nv = eP.shape[0] * eP.shape[1] + (1 if E[6] else 0)
+    nr = size - nv
+    G = np.zeros((nr, nv))
     unit = np.zeros(nv)
     g = np.empty(nr)
     for j in range(nv):                      # column j of G is G e_j
         unit[j] = 1.0
         _gx(E, unit, g)
         unit[j] = 0.0
-        for q in range(nr):
-            if g[q] != 0.0:
-                K[j, nv + q] = g[q]
-                K[nv + q, j] = -g[q]
-    for q in range(nr):
-        K[nv + q, nv + q] = w2[q]
-    p = _lu(K)
-    ok[0] = p.shape[0] > 0
-    if not ok[0]:
-        return
-    piv[:] = p
+        G[:, j] = g
+    nnz = 2 * np.count_nonzero(G) + nr
+    indptr, indices, data = np.zeros(size + 1, np.int64), np.empty(nnz, np.int64), np.empty(nnz)
+    slot = np.empty(nr, np.int64)
     q = 0
-    for r in range(size):                    # L: below the diagonal, by rows, columns rising
-        lstart[r] = q
-        for j in range(r):
-            if K[r, j] != 0.0:
-                col[q] = j
-                val[q] = K[r, j]
+    for j in range(nv):                      # row j: column j of G
+        for k in range(nr):
+            if G[k, j] != 0.0:
+                indices[q], data[q] = nv + k, G[k, j]
                 q += 1
-    lstart[size] = q
-    for r in range(size):                    # U: right of the diagonal
-        ustart[r] = q
-        for j in range(r + 1, size):
-            if K[r, j] != 0.0:
-                col[q] = j
-                val[q] = K[r, j]
+        indptr[j + 1] = q
+    for k in range(nr):                      # row nv + k: -G's row k, then W^2
+        for j in range(nv):
+            if G[k, j] != 0.0:
+                indices[q], data[q] = j, -G[k, j]
                 q += 1
-    ustart[size] = q
+        indices[q], slot[k] = nv + k, q
+        q += 1
+        indptr[nv + k + 1] = q
+    return indptr, indices, data, slot, work, factors
+
+
+@njit(cache=True, error_model="numpy")
+def _augmented_factor(E, w2, D):
+    """``[0 G'; -G W^2]`` factored by LU with partial pivoting (the reference's method;
+    sparse_lu: gavel_ipm's dense LU, bit for bit, over the nonzeros) into D, once for the
+    Newton systems of an iteration (the factors keep 6,000 of 105,000 entries at 45 jobs)."""
+    indptr, indices, data, slot, work, factors = D
+    for k in range(w2.shape[0]):
+        data[slot[k]] = w2[k]
+    sparse_lu.factor(indptr, indices, data, work, factors)
 
 
 @njit(cache=True, error_model="numpy")
 def _augmented_solve(D, rx, rz, dx, dz):
-    """``[0 G'; -G W^2] [dx; dz] = [rx; rz]`` by the factors in D: gavel_ipm's ``_lu_solve``
-    over their nonzeros only, in the same order (a zero entry changes no sum); dx NaN where the
-    system was singular (the solve then ends in trouble)."""
-    K, piv, ok, lstart, ustart, col, val = D
-    if not ok[0]:
-        dx[:] = np.nan
-        return
-    nv, size = rx.shape[0], K.shape[0]
+    """``[0 G'; -G W^2] [dx; dz] = [rx; rz]`` by the factors in D; dx NaN where the system
+    was singular (the solve then ends in trouble)."""
+    nv = rx.shape[0]
     b = np.concatenate((rx, rz))
-    x = np.empty(size)
-    for r in range(size):
-        x[r] = b[piv[r]]
-    for r in range(size):
-        for q in range(lstart[r], lstart[r + 1]):
-            x[r] -= val[q] * x[col[q]]
-    for r in range(size - 1, -1, -1):
-        for q in range(ustart[r], ustart[r + 1]):
-            x[r] -= val[q] * x[col[q]]
-        x[r] /= K[r, r]
+    x = np.empty(b.shape[0])
+    sparse_lu.solve(D[5], b, x)
     dx[:] = x[:nv]
     dz[:] = x[nv:]
 
