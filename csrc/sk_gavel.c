@@ -184,20 +184,28 @@ static uint32_t descending_top_bits(double v) {
     return (uint32_t)(b >> 32);
 }
 
+/* q = 0..n-1 sorted stably by bits, ascending: LSD radix, 8 bits a pass, the four digit counts
+   taken in one sweep; a pass whose digit all keys share is skipped */
 static void radix_sort(int64_t *q, int64_t *buf, const uint32_t *bits, int64_t n) {
-    int64_t count[257];
-    for (int64_t i = 0; i < n; i++) q[i] = i;
+    int64_t count[4][257];
+    memset(count, 0, sizeof count);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t b = bits[i];
+        q[i] = i;
+        count[0][(b & 255u) + 1]++;
+        count[1][((b >> 8) & 255u) + 1]++;
+        count[2][((b >> 16) & 255u) + 1]++;
+        count[3][(b >> 24) + 1]++;
+    }
     int64_t *src = q, *dst = buf;
-    for (int shift = 0; shift < 32; shift += 8) {
-        memset(count, 0, sizeof count);
-        for (int64_t i = 0; i < n; i++) count[((bits[i] >> shift) & 255u) + 1]++;
-        int64_t top = 0;
-        for (int d = 0; d < 257; d++) top = count[d] > top ? count[d] : top;
-        if (top == n) continue;
-        for (int d = 0; d < 256; d++) count[d + 1] += count[d];
+    for (int pass = 0; pass < 4; pass++) {
+        int64_t *c = count[pass];
+        int shift = 8 * pass;
+        if (n > 0 && c[((bits[0] >> shift) & 255u) + 1] == n) continue;
+        for (int d = 0; d < 256; d++) c[d + 1] += c[d];
         for (int64_t k = 0; k < n; k++) {
             int64_t i = src[k];
-            dst[count[(bits[i] >> shift) & 255u]++] = i;
+            dst[c[(bits[i] >> shift) & 255u]++] = i;
         }
         int64_t *t = src;
         src = dst;

@@ -211,10 +211,7 @@ def _dense(indptr, indices, data, factors):
     """The dense loop itself, for matrices with values that are or become non-finite."""
     perm, diag, start, mid, col, val, ok = factors
     size = perm.shape[0]
-    S = np.zeros((size, size))
-    for r in range(size):
-        for q in range(indptr[r], indptr[r + 1]):
-            S[r, indices[q]] = data[q]
+    S = _to_dense(indptr, indices, data, size)
     p = _lu(S)
     ok[0] = p.shape[0] > 0
     if not ok[0]:
@@ -265,9 +262,17 @@ def solve(factors, b, x):
 def _dense_solve(factors, b, x):
     perm, diag, start, mid, col, val, ok = factors
     size = perm.shape[0]
-    S = np.zeros((size, size))
+    S = _to_dense(start, col, val, size)
     for r in range(size):
-        for q in range(start[r], start[r + 1]):
-            S[r, col[q]] = val[q]
         S[r, r] = diag[r]
     x[:] = _lu_solve(S, perm, b)
+
+
+@njit(cache=True, error_model="numpy")
+def _to_dense(indptr, indices, data, size):
+    """The size x size matrix of rows given in CSR (an entry given twice: its last value)."""
+    S = np.zeros((size, size))
+    for r in range(size):
+        for q in range(indptr[r], indptr[r + 1]):
+            S[r, indices[q]] = data[q]
+    return S
