@@ -19,7 +19,7 @@
   assignment; ``gavel_kernels.round_plan``) with 300 or 2,000 active jobs on 1,024 one-GPU
   servers of three types, half the jobs holding last round's GPUs.
 * ``GavelRescueLU``: one factorization of the augmented system ``[0 G'; -G W^2]`` that
-  ``gavel_hsd``'s rescue factors each iteration (a max-sum LP, 45 jobs on three types: 325
+  ``gavel_hsd``'s rescue factors each iteration (a max-sum LP, 45 jobs on three types: 318
   unknowns), by ``sparse_lu`` (the default) and by the dense loop it reproduces bit for bit
   (``gavel_ipm._lu``), ten factorizations a measurement inside Numba.
 """
@@ -155,13 +155,13 @@ class GavelRoundKernel:
                    self.pl_nodes, self.pl_counts, self.node_type, self.node_gpus, "bench")
 
 
-@njit(cache=True)
+@njit
 def _factor_sparse(indptr, indices, data, work, factors, reps):
     for _ in range(reps):
         sparse_lu.factor(indptr, indices, data, work, factors)
 
 
-@njit(cache=True)
+@njit
 def _factor_dense(K, reps):
     for _ in range(reps):
         _lu(K.copy())

@@ -487,7 +487,7 @@ def _augmented_buffers(E, dense):
 def _augmented_factor(E, w2, D):
     """``[0 G'; -G W^2]`` factored by LU with partial pivoting (the reference's method;
     sparse_lu: gavel_ipm's dense LU, bit for bit, over the nonzeros) into D, once for the
-    Newton systems of an iteration (the factors keep 6,000 of 105,000 entries at 45 jobs)."""
+    Newton systems of an iteration (the factors keep 6,000 of 105,000 entries at 46 jobs)."""
     indptr, indices, data, slot, work, factors = D
     for k in range(w2.shape[0]):
         data[slot[k]] = w2[k]

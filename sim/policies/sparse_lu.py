@@ -1,8 +1,10 @@
 """LU with partial pivoting over a sparse matrix's nonzeros (Numba): the factors of the dense
-elimination (:func:`sim.policies.gavel_ipm._lu`), bit for bit, at the cost of the nonzeros.
+elimination (:func:`sim.policies.gavel_ipm._lu`), bit for bit, at the cost of the nonzeros (the
+triangular solves too, up to the sign of a zero result: the dense loop's ``-0.0 - 0 * x``
+can give ``+0.0``).
 
 gavel_hsd's dense rescue factors the augmented system ``[0 G'; -G W^2]`` once an iteration: at
-45 jobs a 325 x 325 matrix with 1,000 nonzeros whose factors keep 6,000 of 105,000 entries.
+46 jobs a 325 x 325 matrix with 1,000 nonzeros whose factors keep 6,000 of 105,000 entries.
 This elimination works on those entries only and takes the same steps in the same order:
 
 - column c's pivot is the row, among those not yet pivoted, with the largest ``|a|``; on ties
