@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sim.errors import ConfigError
-from sim.stats import paired_ratio_ci, paired_ratios
+from sim.stats import holm, paired_ratio_ci, paired_ratios
 
 
 def test_ratio_is_the_geometric_mean_of_the_paired_ratios():
@@ -86,3 +86,31 @@ def test_the_eghs_experiment_takes_its_intervals_from_sim_stats():
     eghs = out[0]
     assert eghs["ratio_mean"] == pytest.approx(0.9) and eghs["n_seeds"] == 4
     assert (eghs["ci95_lo"], eghs["ci95_hi"]) == pytest.approx((0.9, 0.9))   # one ratio for all seeds
+
+
+def test_holm_by_hand():
+    # m = 4: 0.01 x 4, then max(0.04, 0.02 x 3), max(.., 0.03 x 2), max(.., 0.5 x 1)
+    assert holm([0.5, 0.01, 0.03, 0.02]) == pytest.approx([0.5, 0.04, 0.06, 0.06])
+    assert holm([]) == []
+    got = holm([float("nan"), 0.2])                       # NaN: no test, not counted
+    assert math.isnan(got[0]) and got[1] == pytest.approx(0.2)
+    assert holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])  # 2 x 0.8 capped at 1, then monotone
+
+
+@pytest.mark.parametrize("bad", [[-0.1], [1.5], [float("inf")]])
+def test_holm_refuses_what_is_not_a_p_value(bad):
+    with pytest.raises(ConfigError, match="holm"):
+        holm(bad)
+
+
+def test_holm_against_brute_force():
+    # the definition, p_(k) adjusted = max_{j <= k} min(1, (m - j + 1) p_(j)), on random sets
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        p = rng.uniform(0, 0.3, rng.integers(1, 9))
+        srt = np.sort(p)
+        m = p.size
+        adj = [max(min(1.0, (m - j) * srt[j]) for j in range(k + 1)) for k in range(m)]
+        want = np.empty(m)
+        want[np.argsort(p, kind="stable")] = adj
+        assert holm(p) == pytest.approx(want)
