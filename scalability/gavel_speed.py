@@ -3,7 +3,8 @@ one run (docs/gavel.md, "Speed").
 
     python scalability/gavel_speed.py --trace t500=PATH:36:36:36 [--trace NAME=PATH:V:P:K ...]
         [--policies a,b | --policies-for NAME=a,b] [--gavel-dir DIR --gavel-python PY]
-        [--baseline-src DIR] [--lp-jobs 2000 --lp-nodes 1024] [--repeat N] [--out results.json]
+        [--baseline-src DIR] [--solver NAME] [--lp-jobs 2000 --lp-nodes 1024] [--repeat N]
+        [--out results.json]
 
 Every measurement runs in a fresh process, one after the other (the machine is shared: compare
 ratios measured in the same run, never absolute seconds across runs):
@@ -55,9 +56,9 @@ from sim.traces.gavel import read_gavel
 oracle, jobs, cluster = gavel_oracle(), read_gavel({trace!r}).jobs, gavel_cluster({cluster!r})
 config = EngineConfig(restart_delay_s=0.0)
 warm = JobTable.from_table(jobs.table.slice(0, 20), "warm-up")
-simulate(cluster, warm, get_policy({policy!r}), oracle, config)
+simulate(cluster, warm, get_policy({policy!r}, **{params!r}), oracle, config)
 t0 = time.process_time()
-res = simulate(cluster, jobs, get_policy({policy!r}), oracle, config)
+res = simulate(cluster, jobs, get_policy({policy!r}, **{params!r}), oracle, config)
 cpu = time.process_time() - t0
 s = summary(res)
 print(json.dumps({{"cpu_s": cpu, "avg_jct_h": s["avg_jct_s"] / 3600,
@@ -73,12 +74,14 @@ def _child_cpu(cmd: list[str], **kw) -> tuple[subprocess.CompletedProcess, float
     return out, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def ours(trace: str, cluster: str, policy: str, src: str | None = None) -> dict:
-    """One of our runs in a fresh interpreter (``src``: a checkout whose ``sim`` comes first)."""
+def ours(trace: str, cluster: str, policy: str, src: str | None = None,
+         params: dict | None = None) -> dict:
+    """One of our runs in a fresh interpreter (``src``: a checkout whose ``sim`` comes first;
+    ``params``: the policy's keyword arguments)."""
     env = dict(os.environ)
     if src:
         env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
-    code = CHILD.format(here=HERE, trace=trace, cluster=cluster, policy=policy)
+    code = CHILD.format(here=HERE, trace=trace, cluster=cluster, policy=policy, params=params or {})
     # cwd: ``python -c`` puts the working directory first on the path, before PYTHONPATH
     out, cpu = _child_cpu([sys.executable, "-c", code], env=env, cwd=src or os.path.dirname(HERE))
     if out.returncode != 0:
@@ -186,6 +189,8 @@ def main() -> None:
     ap.add_argument("--gavel-start", action="store_true",
                     help="also Gavel on each trace's first job alone: its fixed cost")
     ap.add_argument("--baseline-src")
+    ap.add_argument("--solver", help="our LP solver (the policies' solver=; the baseline keeps "
+                    "its default)")
     ap.add_argument("--lp-jobs", type=int, default=0)
     ap.add_argument("--lp-nodes", type=int, default=1024)
     ap.add_argument("--lp-repeat", type=int, default=3)
@@ -200,9 +205,10 @@ def main() -> None:
             print(table(json.load(f)))
         return
     per_trace = dict(s.split("=", 1) for s in args.policies_for)
+    params = {"solver": args.solver} if args.solver else {}
     rows: list[dict] = []
     result = {"rows": rows, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "cpus": os.cpu_count(), "load_average_start": os.getloadavg()}
+              "cpus": os.cpu_count(), "load_average_start": os.getloadavg(), "params": params}
     if args.lp_jobs:
         result["lp"] = lp_solve_s(args.lp_jobs, args.lp_nodes, args.lp_repeat)
         print("one max-min LP:", result["lp"], flush=True)
@@ -210,7 +216,7 @@ def main() -> None:
     for name, path, cluster in _traces(args.trace):
         one_job = first_job_trace(path, scratch)
         for policy in per_trace.get(name, args.policies).split(","):
-            runs = {"ours": lambda: ours(path, cluster, policy)}
+            runs = {"ours": lambda: ours(path, cluster, policy, params=params)}
             if args.baseline_src:
                 runs["baseline"] = lambda: ours(path, cluster, policy, args.baseline_src)
             if args.gavel_dir:

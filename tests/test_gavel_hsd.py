@@ -174,6 +174,23 @@ def test_tight_capacity_rows_are_solved_densely(p, iterations):
     np.testing.assert_allclose(X, Xr, atol=1e-6)
 
 
+# a max-sum LP whose normal-equations solve ends close to optimal at iteration 8 (found by a
+# random search over problems() shapes); the augmented system finishes it in 8
+CLOSE_TO_OPTIMAL = (np.array([8.0, 2.0, 8.0, 2.0, 1.0, 8.0]), np.array([11.0, 1.0]),
+                    -np.repeat([[0.5], [1.0], [0.5], [1.0], [40.0], [0.5]], 2, axis=1))
+
+
+def test_a_close_to_optimal_end_is_rerun_unless_the_caller_takes_it():
+    scale, capacity, c = CLOSE_TO_OPTIMAL
+    X, _, status, it = gavel_hsd.solve(scale, capacity, c)
+    assert status == gavel_hsd.OPTIMAL and it == 8               # rerun to full accuracy
+    Xf, _, status_f, it_f = gavel_hsd.solve(scale, capacity, c, rerun_inaccurate=False)
+    assert status_f == gavel_hsd.OPTIMAL_INACCURATE and it_f == 8
+    assert 1e-7 < np.abs(Xf - X).max() < 1e-4                  # not the same point, close to it
+    Xr = solve_reference(scale, capacity, c)[0]
+    np.testing.assert_allclose(X, Xr, atol=1e-6)
+
+
 def test_an_infeasible_need_is_reported():
     p = ([1, 1], [1.0], np.zeros((2, 1)), 0.0, np.ones((2, 1)), 0.0, -np.array([0.7, 0.7]), False)
     assert gavel_hsd.solve(*p)[2] == gavel_hsd.INFEASIBLE

@@ -84,7 +84,8 @@ MAX_ITERATIONS = 100
 #: iterative refinement of each normal-equations solve
 REFINEMENT_STEPS = 8
 REFINEMENT_TOLERANCE = 1e-13
-#: a solve that ends in trouble or "close to optimal" is rerun from the start with every
+#: a solve that ends in trouble or "close to optimal" (the latter unless the caller takes a
+#: close-to-optimal end: ``rerun_inaccurate=False``) is rerun from the start with every
 #: Newton system solved on the augmented system by LU (the reference's method) when that
 #: has at most RESCUE_MAX_SIZE unknowns: where capacity or other rows are tight the normal
 #: equations lose what the augmented system keeps (docs/gavel.md, "Solver")
@@ -97,10 +98,14 @@ REG_DELTA = 1e-10
 
 
 def solve(scale, capacity, c, c_z=0.0, a=None, z_coef=0.0, rhs=None, use_z=False,
-          max_iter: int = MAX_ITERATIONS):
+          max_iter: int = MAX_ITERATIONS, rerun_inaccurate: bool = True):
     """Solve the LP above on ECOS's path (arguments as :func:`sim.policies.gavel_ipm.solve`:
     c float [n, m]; a float [n, m] and rhs float [n] for the extra rows, or None; use_z:
-    whether z is a variable, only with extra rows).
+    whether z is a variable, only with extra rows).  ``rerun_inaccurate``: rerun on the
+    augmented system a solve that ends close to optimal, to ECOS's full accuracy (the
+    default); when False such a solve ends there (OPTIMAL_INACCURATE: a feasibility
+    problem's callers, which take only OPTIMAL, then solve it otherwise) and only one that
+    ends in trouble is rerun.
 
     Returns (X float [n, m], z, status, iterations)."""
     c = np.ascontiguousarray(c, np.float64)
@@ -109,7 +114,7 @@ def solve(scale, capacity, c, c_z=0.0, a=None, z_coef=0.0, rhs=None, use_z=False
     return _solve(np.ascontiguousarray(scale, np.float64), np.ascontiguousarray(capacity, np.float64),
                   c, float(c_z), np.ascontiguousarray(a if rows else np.zeros((n, m)), np.float64),
                   float(z_coef), np.ascontiguousarray(rhs if rows else np.zeros(n), np.float64),
-                  rows, bool(use_z and rows), int(max_iter))
+                  rows, bool(use_z and rows), int(max_iter), bool(rerun_inaccurate))
 
 
 def solve_feasibility(scale, capacity, a, need, max_iter: int = MAX_ITERATIONS):
@@ -562,7 +567,7 @@ def _result(x, xe, tau, n, m, use_z, status, it):
 
 
 @njit(cache=True, error_model="numpy")
-def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
+def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter, rerun_inaccurate):
     n, m = a.shape
     nm = n * m
     if n == 0:
@@ -585,7 +590,8 @@ def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter):
     F = _factor_buffers(n, m)
     W = (np.empty(nr), np.empty(nv), np.empty(nv), np.empty(nv))
     X, zv, status, it = _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, False)
-    if status in (NUMERICAL_TROUBLE, OPTIMAL_INACCURATE) and _augmented_size(E) <= RESCUE_MAX_SIZE:
+    rerun = status == NUMERICAL_TROUBLE or (status == OPTIMAL_INACCURATE and rerun_inaccurate)
+    if rerun and _augmented_size(E) <= RESCUE_MAX_SIZE:
         X, zv, status, it = _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, True)
     return X, zv, status, it
 

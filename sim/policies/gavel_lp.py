@@ -14,7 +14,11 @@ Solvers (``solver=``; docs/gavel.md, "Solver"): ``"structured"`` (the default) f
 ECOS's published method on the rows cvxpy hands ECOS (:mod:`sim.policies.gavel_hsd`), which
 lands on the points Gavel's runs use; what it cannot finish goes to our Mehrotra
 interior point for exactly these LPs (:mod:`sim.policies.gavel_ipm`), then to HiGHS's IPM.
-``"mehrotra"`` is that interior point alone (then HiGHS's IPM): the default before ECOS's
+``"structured-fast"`` is the same path, except that a solve ending close to optimal (ECOS's
+reduced-accuracy tolerances met where a step fails) is taken there instead of being rerun on
+the augmented system to full accuracy (:func:`sim.policies.gavel_hsd.solve`'s
+``rerun_inaccurate``): faster where such solves are many (Gavel's max-sum), the same runs
+elsewhere.  ``"mehrotra"`` is that interior point alone (then HiGHS's IPM): the default before ECOS's
 path, kept so that numbers measured with it can be reproduced.  ``"ipm"`` is HiGHS's interior-point
 method without crossover and without presolve, called directly (the HiGHS build that scipy's
 ``linprog(method="highs-*")`` wraps, ``scipy.optimize._highspy``, or the ``highspy`` package
@@ -59,12 +63,14 @@ MAKESPAN_RATIO = 1.05
 
 #: every solver name: ours (:data:`OURS`), then HiGHS's (:data:`SOLVERS`); the first is every
 #: Gavel LP policy's default
-SOLVER_NAMES = ("structured", "mehrotra", *SOLVERS)
+SOLVER_NAMES = ("structured", "structured-fast", "mehrotra", *SOLVERS)
 DEFAULT_SOLVER = SOLVER_NAMES[0]
-#: our solvers: ECOS's path then the Mehrotra interior point ("structured"), or the Mehrotra
-#: interior point alone ("mehrotra": the default of the twenty-seventh and twenty-eighth
-#: sessions, which reproduces their numbers); HiGHS's IPM takes what they cannot finish
-OURS = {"structured": True, "mehrotra": False}
+#: our solvers, as (ECOS's path first, rerun a close-to-optimal end to full accuracy): ECOS's
+#: path then the Mehrotra interior point ("structured"; "structured-fast" takes a
+#: close-to-optimal end as it is), or the Mehrotra interior point alone ("mehrotra": the
+#: default of the twenty-seventh and twenty-eighth sessions, which reproduces their numbers);
+#: HiGHS's IPM takes what they cannot finish
+OURS = {"structured": (True, True), "structured-fast": (True, False), "mehrotra": (False, True)}
 
 
 def check_solver(solver: str) -> str:
@@ -208,7 +214,7 @@ class AllocationLP:
         (``simplex_fallbacks`` counts those): a vertex of the same optimum, not a failed run."""
         upper = self.base_rhs if rhs is None else np.concatenate([self.base_rhs, rhs])
         if self.solver in OURS:
-            x = self._accepted(self._structured(c, a, z_coef, rhs, OURS[self.solver]), upper)
+            x = self._accepted(self._structured(c, a, z_coef, rhs, *OURS[self.solver]), upper)
             if x is not None:
                 return x
             self.highs_fallbacks += 1
@@ -220,7 +226,7 @@ class AllocationLP:
             self.simplex_fallbacks += x is not None
         return x
 
-    def _structured(self, c, a, z_coef, rhs, ecos_path: bool = True):
+    def _structured(self, c, a, z_coef, rhs, ecos_path: bool = True, rerun_inaccurate: bool = True):
         """(x, row activities) from :func:`sim.policies.gavel_hsd.solve` (``ecos_path``) or
         else :func:`sim.policies.gavel_ipm.solve`, or None.  The z
         column enters only when it has a cost or a coefficient (the feasibility problem has
@@ -232,7 +238,8 @@ class AllocationLP:
         use_z = a is not None and (c[-1] != 0.0 or z_coef != 0.0)
         if ecos_path:
             X, z, status, _ = gavel_hsd.solve(self.scale, self.capacity, c[: n * m].reshape(n, m),
-                                              c[-1], a, z_coef, rhs, use_z)
+                                              c[-1], a, z_coef, rhs, use_z,
+                                              rerun_inaccurate=rerun_inaccurate)
             # close to optimal is ECOS's "optimal_inaccurate": Gavel uses that x for max-min
             # and max-sum, but its bisection takes only "optimal" as feasible
             feasibility = a is not None and not use_z
