@@ -89,7 +89,7 @@ class GavelLargeTrace:
 
 class GavelLP:
     timeout = 120
-    params = [["structured", "mehrotra", "ipm"]]
+    params = [["structured-fast", "structured", "mehrotra", "ipm"]]
     param_names = ["solver"]
 
     def setup(self, solver):

@@ -256,11 +256,12 @@ def test_structured_fast_takes_a_close_to_optimal_end_as_it_is():
     # reduced-accuracy tolerances met)
     scale, capacity = np.array([8.0, 2.0, 8.0, 2.0, 1.0, 8.0]), np.array([11.0, 1.0])
     thr = np.repeat([[0.5], [1.0], [0.5], [1.0], [40.0], [0.5]], 2, axis=1)
-    strict, fast = AllocationLP(scale, capacity), AllocationLP(scale, capacity, "structured-fast")
+    strict, fast = AllocationLP(scale, capacity, "structured"), AllocationLP(scale, capacity)
     X, Xf = strict.max_sum(thr), fast.max_sum(thr)
     assert strict.ecos_path_inaccurate == 0 and fast.ecos_path_inaccurate == 1
     assert 1e-7 < np.abs(Xf - X).max() < 1e-4
-    assert get_policy("gavel-max-sum-throughput-perf", solver="structured-fast").solver == "structured-fast"
+    assert get_policy("gavel-max-sum-throughput-perf").solver == "structured-fast"      # the default
+    assert get_policy("gavel-max-sum-throughput-perf", solver="structured").solver == "structured"
     with pytest.raises(ConfigError, match="time_per_round_s"):
         get_policy("gavel-isolated", time_per_round_s=0)
 

@@ -10,15 +10,15 @@ with ``s_i`` the scale factor (GPUs the job asks for) and ``N_t`` the GPUs of ty
 :class:`AllocationLP` builds that matrix once per job set in sparse column-wise (CSC) form and
 re-solves it with different objective rows; nothing here loops over jobs in Python.
 
-Solvers (``solver=``; docs/gavel.md, "Solver"): ``"structured"`` (the default) follows
+Solvers (``solver=``; docs/gavel.md, "Solver"): ``"structured"`` follows
 ECOS's published method on the rows cvxpy hands ECOS (:mod:`sim.policies.gavel_hsd`), which
 lands on the points Gavel's runs use; what it cannot finish goes to our Mehrotra
 interior point for exactly these LPs (:mod:`sim.policies.gavel_ipm`), then to HiGHS's IPM.
-``"structured-fast"`` is the same path, except that a solve ending close to optimal (ECOS's
-reduced-accuracy tolerances met where a step fails) is taken there instead of being rerun on
-the augmented system to full accuracy (:func:`sim.policies.gavel_hsd.solve`'s
-``rerun_inaccurate``): faster where such solves are many (Gavel's max-sum), the same runs
-elsewhere.  ``"mehrotra"`` is that interior point alone (then HiGHS's IPM): the default before ECOS's
+``"structured-fast"`` (the default) is the same path, except that a solve ending close to
+optimal (ECOS's reduced-accuracy tolerances met where a step fails) is taken there instead of
+being rerun on the augmented system to full accuracy (:func:`sim.policies.gavel_hsd.solve`'s
+``rerun_inaccurate``): faster where such solves are many (Gavel's max-sum: 16 of t500's 309
+LPs), the same runs elsewhere on Gavel's traces (docs/gavel.md, "Solver").  ``"mehrotra"`` is that interior point alone (then HiGHS's IPM): the default before ECOS's
 path, kept so that numbers measured with it can be reproduced.  ``"ipm"`` is HiGHS's interior-point
 method without crossover and without presolve, called directly (the HiGHS build that scipy's
 ``linprog(method="highs-*")`` wraps, ``scipy.optimize._highspy``, or the ``highspy`` package
@@ -63,13 +63,14 @@ MAKESPAN_RATIO = 1.05
 
 #: every solver name: ours (:data:`OURS`), then HiGHS's (:data:`SOLVERS`); the first is every
 #: Gavel LP policy's default
-SOLVER_NAMES = ("structured", "structured-fast", "mehrotra", *SOLVERS)
+SOLVER_NAMES = ("structured-fast", "structured", "mehrotra", *SOLVERS)
 DEFAULT_SOLVER = SOLVER_NAMES[0]
 #: our solvers, as (ECOS's path first, rerun a close-to-optimal end to full accuracy): ECOS's
-#: path then the Mehrotra interior point ("structured"; "structured-fast" takes a
-#: close-to-optimal end as it is), or the Mehrotra interior point alone ("mehrotra": the
-#: default of the twenty-seventh and twenty-eighth sessions, which reproduces their numbers);
-#: HiGHS's IPM takes what they cannot finish
+#: path then the Mehrotra interior point ("structured-fast", the default since the
+#: thirty-second session, takes a close-to-optimal end as it is; "structured", the default
+#: before, reruns it), or the Mehrotra interior point alone ("mehrotra": the default of the
+#: twenty-seventh and twenty-eighth sessions, which reproduces their numbers); HiGHS's IPM
+#: takes what they cannot finish
 OURS = {"structured": (True, True), "structured-fast": (True, False), "mehrotra": (False, True)}
 
 
