@@ -212,9 +212,9 @@ def main() -> None:
     if args.lp_jobs:
         result["lp"] = lp_solve_s(args.lp_jobs, args.lp_nodes, args.lp_repeat)
         print("one max-min LP:", result["lp"], flush=True)
-    scratch = tempfile.mkdtemp(prefix="gavel_speed_")
+    scratch = tempfile.TemporaryDirectory(prefix="gavel_speed_")
     for name, path, cluster in _traces(args.trace):
-        one_job = first_job_trace(path, scratch)
+        one_job = first_job_trace(path, scratch.name) if args.gavel_start else None
         for policy in per_trace.get(name, args.policies).split(","):
             runs = {"ours": lambda: ours(path, cluster, policy, params=params)}
             if args.baseline_src:
@@ -235,6 +235,7 @@ def main() -> None:
                                     / row["ours"]["cpu_s"])
             rows.append(row)
             print(json.dumps(row), flush=True)
+    scratch.cleanup()
     result["load_average_end"] = os.getloadavg()
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
