@@ -32,6 +32,12 @@ def _solve(scale, capacity, solver, c, a=None, z_coef=0.0, rhs=None):
         return linprog(c, A_ub=A, b_ub=b, bounds=bounds, method=method, options=options)
 
 
+def within_bounds_reference(x, activity, upper, col_upper, tol):
+    """The numpy test ``gavel_lp.within_bounds`` replaced (linprog's acceptance test)."""
+    return bool((upper - activity).min(initial=np.inf) >= -tol and x.min(initial=np.inf) >= -tol
+                and (col_upper + tol - x).min(initial=np.inf) >= 0.0)
+
+
 def max_min_reference(scale, capacity, a, solver="ipm"):
     """(X, optimum) of ``max_X min_i sum_t a[i, t] X[i, t]``, or None if linprog fails."""
     n, m = a.shape

@@ -120,6 +120,14 @@ def credit_running_reference(ids, ran_on, member, time_so_far, worker_time, cred
     return bool(gone.size)
 
 
+def settle_deficits_reference(ids, in_alloc, alloc, time_so_far, deficit, elapsed, half_round):
+    """The numpy code ``gavel_kernels.settle_deficits`` replaced (in place)."""
+    received = time_so_far[ids] - half_round
+    should = np.where(in_alloc[ids, None], alloc[ids] * elapsed, 0.0)
+    deficit[ids] += should - received
+    time_so_far[ids] = half_round
+
+
 def credit_completed_reference(job_ids, ran_on, member, worker_time, elapsed):
     """What credit_finished_reference does to the finished jobs, given them."""
     done = np.asarray(job_ids, np.int64)

@@ -498,6 +498,28 @@ def test_direct_highs_matches_linprog(d):
         np.testing.assert_array_equal(got, want)
 
 
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_acceptance_kernel_matches_reference(data):
+    """linprog's acceptance test, kernel against the numpy test it replaced: values at and
+    just past the tolerance, NaN, infinite bounds, empty arrays."""
+    from reference_gavel_lp import within_bounds_reference
+    from sim.policies.gavel_lp import _FEASIBILITY_TOL, within_bounds
+    tol = _FEASIBILITY_TOL
+    value = st.sampled_from([0.0, -tol, -2 * tol, 0.5, 1.0, 1.0 + tol, 1.0 + 2 * tol, np.nan, np.inf])
+    n_cols, n_rows = data.draw(st.integers(0, 6)), data.draw(st.integers(0, 6))
+    x = np.array(data.draw(st.lists(value, min_size=n_cols, max_size=n_cols)), float)
+    col_upper = np.array(data.draw(st.lists(st.sampled_from([1.0, np.inf]), min_size=n_cols,
+                                            max_size=n_cols)), float)
+    row_value = st.one_of(value, st.sampled_from([tol, 2 * tol]))   # 0 - tol: at the tolerance
+    activity = np.array(data.draw(st.lists(row_value, min_size=n_rows, max_size=n_rows)), float)
+    upper = np.array(data.draw(st.lists(st.sampled_from([0.0, 1.0, 36.0]), min_size=n_rows,
+                                        max_size=n_rows)), float)
+    with np.errstate(invalid="ignore"):                  # inf - inf in the reference
+        want = within_bounds_reference(x, activity, upper, col_upper, tol)
+    assert within_bounds(x, activity, upper, col_upper, tol) == want
+
+
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_credit_kernels_match_reference(data):
@@ -526,6 +548,30 @@ def test_credit_kernels_match_reference(data):
         assert kernel(which, *got, spent) == ref(which, *want, spent)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_settle_deficits_kernel_matches_reference(data):
+    """The reset's deficit bookkeeping, kernel against the numpy code it replaced, in place
+    and bit for bit (jobs in and out of the old allocation, no active job)."""
+    from reference_gavel_rounds import settle_deficits_reference
+    from sim.policies.gavel_kernels import settle_deficits
+    n_jobs, m = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 3))
+    ids = np.flatnonzero(np.array(data.draw(st.lists(st.booleans(), min_size=n_jobs, max_size=n_jobs))))
+    in_alloc = np.array(data.draw(st.lists(st.booleans(), min_size=n_jobs, max_size=n_jobs)), bool)
+    cell = st.sampled_from([0.0, 1e-9, 0.25, 1.0 / 3.0, 1.0])
+    alloc = np.array(data.draw(st.lists(cell, min_size=n_jobs * m, max_size=n_jobs * m))).reshape(n_jobs, m)
+    arrays = [np.array(data.draw(st.lists(st.sampled_from(values), min_size=n_jobs * m,
+                                          max_size=n_jobs * m))).reshape(n_jobs, m)
+              for values in ([180.0, 0.1, 1e7, 359.97], [0.0, -1234.5, 3.3e5])]   # time, deficit
+    elapsed = data.draw(st.sampled_from([0.0, 360.0, 1920.0, 123.456]))
+    got = [a.copy() for a in arrays]
+    want = [a.copy() for a in arrays]
+    settle_deficits(ids, in_alloc, alloc, *got, elapsed, 180.0)
+    settle_deficits_reference(ids, in_alloc, alloc, *want, elapsed, 180.0)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
 
 
 @settings(max_examples=80, deadline=None)

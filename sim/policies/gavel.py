@@ -31,9 +31,7 @@ class _GavelLP(GavelRounds):
     lp_view: ClassVar[str] = "measured"
 
     def _lp(self, state: SchedState) -> AllocationLP:
-        c = state.cluster
-        cap = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types))
-        return AllocationLP(state.demand, cap, self.solver)
+        return AllocationLP(state.demand, self._type_capacity(state.cluster), self.solver)
 
     def _lp_throughputs(self, state: SchedState, thr: np.ndarray) -> np.ndarray:
         if self.lp_view == "ones":

@@ -404,11 +404,11 @@ def _normal_solve(E, F, r, dx):
 def _kkt(E, w2, F, rx, rz, dx, dz, W, D, dense):
     """Solve ``G' dz = rx, -G dx + W^2 dz = rz``: dx from the normal equations (refined),
     ``dz = (rz + G dx) / W^2``; with dense, on the augmented system instead, by its LU
-    factors in D (:func:`_augmented_factor`).  W: work buffers (rows, variables x 3)."""
+    factors in D (:func:`_augmented_factor`).  W: work buffers (rows x 2, variables x 3)."""
     if dense:
         _augmented_solve(D, rx, rz, dx, dz)
         return
-    trow, r, gz, corr = W
+    trow, gdx, r, gz, corr = W
     for k in range(rz.shape[0]):
         trow[k] = rz[k] / w2[k]
     _gtz(E, trow, gz)
@@ -419,10 +419,11 @@ def _kkt(E, w2, F, rx, rz, dx, dz, W, D, dense):
     rnorm = np.sqrt(rnorm) + 1e-300
     _normal_solve(E, F, r, dx)
     last = np.inf
+    fresh = False                            # gdx = G dx of the current dx
     for _ in range(REFINEMENT_STEPS):
-        _gx(E, dx, trow)
+        _gx(E, dx, gdx)
         for k in range(trow.shape[0]):
-            trow[k] /= w2[k]
+            trow[k] = gdx[k] / w2[k]
         _gtz(E, trow, gz)
         err = 0.0
         for k in range(r.shape[0]):
@@ -430,13 +431,15 @@ def _kkt(E, w2, F, rx, rz, dx, dz, W, D, dense):
             err += gz[k] * gz[k]
         err = np.sqrt(err) / rnorm
         if not err > REFINEMENT_TOLERANCE or not err < 0.5 * last:
+            fresh = True
             break
         last = err
         _normal_solve(E, F, gz, corr)
         dx += corr
-    _gx(E, dx, trow)
+    if not fresh:
+        _gx(E, dx, gdx)
     for k in range(rz.shape[0]):
-        dz[k] = (rz[k] + trow[k]) / w2[k]
+        dz[k] = (rz[k] + gdx[k]) / w2[k]
 
 
 @njit(cache=True, error_model="numpy")
@@ -588,7 +591,7 @@ def _solve(scale, capacity, cost, c_z, a, z_coef, rhs, rows, use_z, max_iter, re
     if use_z:
         c[nm] = c_z / xe[nm]
     F = _factor_buffers(n, m)
-    W = (np.empty(nr), np.empty(nv), np.empty(nv), np.empty(nv))
+    W = (np.empty(nr), np.empty(nr), np.empty(nv), np.empty(nv), np.empty(nv))
     X, zv, status, it = _iterate(E, xe, h, c, F, W, n, m, use_z, max_iter, False)
     rerun = status == NUMERICAL_TROUBLE or (status == OPTIMAL_INACCURATE and rerun_inaccurate)
     if rerun and _augmented_size(E) <= RESCUE_MAX_SIZE:

@@ -435,6 +435,26 @@ def credit_running(ids, ran_on, member, time_so_far, worker_time, credit) -> boo
                                 time_so_far, worker_time, np.ascontiguousarray(credit, np.float64)))
 
 
+def settle_deficits(ids, in_alloc, alloc, time_so_far, deficit, elapsed: float, half_round: float) -> None:
+    """At an allocation reset, for each active job j (``ids``) and type t: the deficit grows
+    by what the old allocation entitled it to over the ``elapsed`` seconds since the last
+    reset (``alloc[j, t] * elapsed``, 0 if j was not in it: ``in_alloc``) minus the time it
+    received (``time_so_far[j, t] - half_round``), and its counter restarts at
+    ``half_round``.  In place (arrays indexed by job id)."""
+    _settle_deficits(np.ascontiguousarray(ids, np.int64), in_alloc, alloc, time_so_far, deficit,
+                     float(elapsed), float(half_round))
+
+
+@njit(cache=True)
+def _settle_deficits(ids, in_alloc, alloc, time_so_far, deficit, elapsed, half_round):
+    for j in ids:
+        for t in range(alloc.shape[1]):
+            received = time_so_far[j, t] - half_round
+            should = alloc[j, t] * elapsed if in_alloc[j] else 0.0
+            deficit[j, t] += should - received
+            time_so_far[j, t] = half_round
+
+
 @njit(cache=True)
 def _active_mask(ids, n_jobs):
     active = np.zeros(n_jobs, np.bool_)

@@ -37,6 +37,7 @@ import functools
 import importlib
 
 import numpy as np
+from numba import njit
 
 from ..errors import ConfigError, SimError
 from . import gavel_hsd, gavel_ipm
@@ -167,16 +168,24 @@ class AllocationLP:
         self.capacity = np.asarray(capacity, float)
         self.n, self.m = self.scale.shape[0], self.capacity.shape[0]
         self.solver = check_solver(solver)
-        n, nm = self.n, self.n * self.m
-        self.base_rhs = np.concatenate([self.capacity, np.ones(n)])
-        self.col_upper = np.ones(nm + 1)
-        self.col_upper[nm] = _HIGHS.inf
         self.simplex_fallbacks = 0      # solves the IPM failed and the simplex made (_solve)
         self.highs_fallbacks = 0        # solves our solvers failed and HiGHS made
         self.ecos_path_fallbacks = 0    # solves gavel_hsd failed and gavel_ipm made (_structured)
         self.ecos_path_inaccurate = 0   # gavel_hsd's "close to optimal" points taken (max-min, max-sum)
 
     # -- pieces --------------------------------------------------------------
+    @functools.cached_property
+    def base_rhs(self) -> np.ndarray:
+        """The base rows' right-hand sides: capacity, then 1 per job row."""
+        return np.concatenate([self.capacity, np.ones(self.n)])
+
+    @functools.cached_property
+    def col_upper(self) -> np.ndarray:
+        """Column upper bounds: 1 on X, none on z."""
+        upper = np.ones(self.n * self.m + 1)
+        upper[-1] = _HIGHS.inf
+        return upper
+
     @functools.cached_property
     def _base_layout(self):
         """Per X column: its base rows (capacity, job; sorted), their coefficients, and its
@@ -260,14 +269,11 @@ class AllocationLP:
         if got is None:
             return None
         x, activity = got
-        tol = _FEASIBILITY_TOL
-        if not ((upper - activity).min(initial=np.inf) >= -tol and x.min(initial=np.inf) >= -tol
-                and (self.col_upper + tol - x).min(initial=np.inf) >= 0.0):
-            return None
-        return x
+        return x if within_bounds(x, activity, upper, self.col_upper, _FEASIBILITY_TOL) else None
 
     def _x(self, x: np.ndarray) -> np.ndarray:
-        return np.clip(x[: self.n * self.m].reshape(self.n, self.m), 0.0, 1.0)
+        """X clipped to [0, 1] (np.clip's values, without its wrapper's cost)."""
+        return np.minimum(np.maximum(x[: self.n * self.m].reshape(self.n, self.m), 0.0), 1.0)
 
     # -- problems ------------------------------------------------------------
     def max_min(self, a: np.ndarray) -> tuple[np.ndarray, float]:
@@ -295,6 +301,26 @@ class AllocationLP:
         or None if there is none."""
         x = self._solve(np.zeros(self.n * self.m + 1), a, 0.0, -np.asarray(need, float))
         return None if x is None else self._x(x)
+
+
+def within_bounds(x, activity, upper, col_upper, tol: float) -> bool:
+    """linprog's acceptance test of a point: every row activity at most its upper side and
+    every column in [0, its upper bound], each within ``tol``; False on NaN."""
+    return bool(_within_bounds(np.ascontiguousarray(x, np.float64),
+                               np.ascontiguousarray(activity, np.float64),
+                               np.ascontiguousarray(upper, np.float64),
+                               np.ascontiguousarray(col_upper, np.float64), float(tol)))
+
+
+@njit(cache=True)
+def _within_bounds(x, activity, upper, col_upper, tol):
+    for k in range(upper.shape[0]):
+        if not upper[k] - activity[k] >= -tol:
+            return False
+    for k in range(x.shape[0]):
+        if not (x[k] >= -tol and col_upper[k] + tol - x[k] >= 0.0):
+            return False
+    return True
 
 
 # -- reference allocations (no LP) -----------------------------------------------

@@ -67,7 +67,7 @@ from ..errors import ConfigError, SimError
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState, type_throughput_rows
 from .base import Policy
 from .gavel_kernels import (credit_completed, credit_finished, credit_running, micro_tasks,
-                            round_plan)
+                            round_plan, settle_deficits)
 from .gavel_lp import DEFAULT_SOLVER, check_solver
 
 class RoundClock(Policy):
@@ -278,11 +278,8 @@ class GavelRounds(RoundClock):
         due = now - self.last_reset >= self.reset_interval_s or self.last_reset == 0.0
         if not (self.need_update and due):
             return
-        elapsed = now - self.last_reset
-        received = self.time_so_far[ids] - self.time_per_round_s / 2.0
-        should = np.where(self.in_alloc[ids, None], self.alloc[ids] * elapsed, 0.0)
-        self.deficit[ids] += should - received
-        self.time_so_far[ids] = self.time_per_round_s / 2.0
+        settle_deficits(ids, self.in_alloc, self.alloc, self.time_so_far, self.deficit,
+                        now - self.last_reset, self.time_per_round_s / 2.0)
         self.worker_time[:] = ids.size * self.time_per_round_s / 2.0
         self.last_reset = now
         self.in_alloc[:] = False
@@ -305,15 +302,19 @@ class GavelRounds(RoundClock):
             self._shuffler.shuffle(order)
         return order
 
+    def _type_capacity(self, cluster) -> np.ndarray:
+        """int64 [m] GPUs of each type of ``cluster`` (computed once per cluster)."""
+        if self._capacity[0] is not cluster:
+            self._capacity = (cluster, np.bincount(cluster.node_type, weights=cluster.node_gpus,
+                                                   minlength=len(cluster.gpu_types)).astype(np.int64))
+        return self._capacity[1]
+
     def _plan(self, state: SchedState, thr: np.ndarray, order) -> tuple:
         """Gavel's priorities, per-type queues, greedy pick and worker assignment (lease
         extension first, then the strided walk), in one kernel call: (type per job, and the
         plan's indptr, nodes and counts)."""
         c = state.cluster
-        if self._capacity[0] is not c:
-            self._capacity = (c, np.bincount(c.node_type, weights=c.node_gpus,
-                                             minlength=len(c.gpu_types)).astype(np.int64))
-        left = self._capacity[1]
+        left = self._type_capacity(c)
         chosen, indptr, nodes, counts, kept = round_plan(
             state.active, thr, self.alloc, self.deficit, self.time_so_far, self.in_alloc,
             self.worker_time, order, state.demand, left, self.skip_zero_priority,
