@@ -38,6 +38,24 @@ def within_bounds_reference(x, activity, upper, col_upper, tol):
                 and (col_upper + tol - x).min(initial=np.inf) >= 0.0)
 
 
+def max_min_coefficients_reference(thr, scale, weight, share):
+    """``gavel_lp.max_min_coefficients`` in plain Python: the equal-split throughput summed
+    in type order (the numpy code it replaced, ``thr * (scale / (weight * np.sum(thr * share,
+    axis=1)))[:, None]``, sums the same way below 8 types)."""
+    n, m = len(thr), len(share)
+    out = np.empty((n, m))
+    for i in range(n):
+        prop = float(thr[i][0] * share[0])
+        for t in range(1, m):
+            prop += float(thr[i][t] * share[t])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.float64(scale[i]) / (np.float64(weight[i]) * np.float64(prop))
+        for t in range(m):
+            with np.errstate(invalid="ignore"):
+                out[i, t] = np.float64(thr[i][t]) * f
+    return out
+
+
 def max_min_reference(scale, capacity, a, solver="ipm"):
     """(X, optimum) of ``max_X min_i sum_t a[i, t] X[i, t]``, or None if linprog fails."""
     n, m = a.shape

@@ -20,7 +20,8 @@ from ..errors import ConfigError
 from ..state import SchedState
 from . import register
 from .gavel_lp import (DEFAULT_SOLVER, AllocationLP, finish_time_fair_allocation,
-                       isolated_allocation, makespan_allocation, proportional_share)
+                       isolated_allocation, makespan_allocation, max_min_coefficients,
+                       proportional_share)
 from .gavel_rounds import GavelRounds
 
 
@@ -48,10 +49,10 @@ class _MaxMinFairness(_GavelLP):
 
     def allocation(self, state, thr):
         lp = self._lp(state)
-        t = self._lp_throughputs(state, thr)
-        prop = np.sum(t * proportional_share(lp.n, lp.capacity), axis=1)
+        share = proportional_share(lp.n, lp.capacity)
         weight = state.jobs.priority[state.active]
-        return lp.max_min(t * (lp.scale / (weight * prop))[:, None])[0]
+        return lp.max_min(max_min_coefficients(self._lp_throughputs(state, thr), lp.scale,
+                                               weight, share))[0]
 
 
 @register

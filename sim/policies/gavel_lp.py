@@ -331,6 +331,33 @@ def proportional_share(n: int, capacity: np.ndarray) -> np.ndarray:
     return row / row.sum()
 
 
+def max_min_coefficients(thr, scale, weight, share) -> np.ndarray:
+    """Gavel's max-min fairness rows (``max_min_fairness.py``): ``a[i, t] = thr[i, t] * s_i /
+    (w_i * sum_u thr[i, u] share[u])``, job i's throughput on type t normalized by its
+    throughput under the equal split ``share`` (:func:`proportional_share`), weighted by its
+    priority ``w_i`` and scale factor ``s_i``.  The sum runs in type order.
+
+    Args: thr float [n, m]; scale, weight float [n]; share float [m]."""
+    return _max_min_coefficients(np.ascontiguousarray(thr, np.float64),
+                                 np.ascontiguousarray(scale, np.float64),
+                                 np.ascontiguousarray(weight, np.float64),
+                                 np.ascontiguousarray(share, np.float64))
+
+
+@njit(cache=True, error_model="numpy")
+def _max_min_coefficients(thr, scale, weight, share):
+    n, m = thr.shape
+    a = np.empty((n, m))
+    for i in range(n):
+        prop = thr[i, 0] * share[0] if m else 0.0
+        for t in range(1, m):
+            prop += thr[i, t] * share[t]
+        f = scale[i] / (weight[i] * prop)
+        for t in range(m):
+            a[i, t] = thr[i, t] * f
+    return a
+
+
 def proportional_allocation(n: int, capacity: np.ndarray) -> np.ndarray:
     """Gavel's ``proportional.py``: ``X[i, t] = N_t / n``, scaled so the largest row sums to 1."""
     return np.tile(proportional_share(n, capacity), (n, 1))
