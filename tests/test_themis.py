@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine_helpers import LinearOracle, specs
 from sim.cluster import Cluster
@@ -12,7 +14,7 @@ from sim.engine import EngineConfig, simulate
 from sim.errors import ConfigError
 from sim.metrics import summary
 from sim.policies import get_policy
-from sim.policies.themis import greedy_auction, partial_fractions
+from sim.policies.themis_kernels import auction
 from sim.presets import load_cluster
 from sim.state import SchedState
 from sim.throughput import default_oracle
@@ -48,11 +50,11 @@ def test_auction_and_partial_allocation_by_hand():
     # one GPU, two bidders with gains 2 and 1: the first wins; without it the second would
     # have won (gain 1), so the winner's share is exp(0 - 1)
     gain, demand, free = np.array([[2.0], [1.0]]), np.array([1, 1]), np.array([1])
-    won = greedy_auction(gain, demand, free)
+    won, share = auction(gain, demand, free)
     assert won.tolist() == [0, -1]
-    assert partial_fractions(gain, demand, free, won) == pytest.approx([math.exp(-1.0), 1.0])
+    assert share == pytest.approx([math.exp(-1.0), 1.0])
     # two types: the larger gain takes its type first, the other bidder the other type
-    won = greedy_auction(np.array([[3.0, 1.0], [2.5, 2.0]]), np.array([1, 1]), np.array([1, 1]))
+    won, _ = auction(np.array([[3.0, 1.0], [2.5, 2.0]]), np.array([1, 1]), np.array([1, 1]))
     assert won.tolist() == [0, 1]
 
 
@@ -99,3 +101,99 @@ def test_bad_parameters():
             get_policy("themis", **kw)
     assert get_policy("themis").params() == {"placement": "consolidated", "lease_s": 600.0,
                                              "fairness_knob": 0.8}
+
+
+# -- the kernels against the numpy code they replaced (tests/reference_themis.py) ------------
+@st.composite
+def _decision(draw):
+    """A cluster of 1-3 types, active jobs with rates (some 0), a placement (some jobs held)."""
+    m = draw(st.integers(1, 3))
+    node_type = np.array(draw(st.lists(st.integers(0, m - 1), min_size=m, max_size=8)) + list(range(m)),
+                         np.int64)
+    node_gpus = np.array(draw(st.lists(st.sampled_from([1, 2, 4, 8]), min_size=node_type.size,
+                                       max_size=node_type.size)), np.int64)
+    n = draw(st.integers(1, 9))
+    demand = np.array(draw(st.lists(st.sampled_from([1, 1, 2, 4]), min_size=n, max_size=n)), np.int64)
+    thr = np.array(draw(st.lists(st.sampled_from([0.0, 0.3, 1.0, 1.0, 2.5, 7.0]), min_size=n * m,
+                                 max_size=n * m))).reshape(n, m)
+    free = node_gpus.copy()
+    indptr, nodes, counts = [0], [], []
+    for i in range(n):                     # jobs that fit where they draw run there
+        v = draw(st.integers(-1, node_type.size - 1))
+        if v >= 0 and free[v] >= demand[i]:
+            free[v] -= demand[i]
+            nodes.append(v)
+            counts.append(int(demand[i]))
+        indptr.append(len(nodes))
+    held = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n))) & (np.diff(indptr) > 0)
+    return (m, node_type, node_gpus, demand, thr, np.array(indptr, np.int64),
+            np.array(nodes, np.int32), np.array(counts, np.int32), held)
+
+
+@settings(max_examples=150, deadline=None)
+@given(d=_decision(), data=st.data())
+def test_themis_kernels_match_reference(d, data):
+    """Every kernel of a Themis decision against the numpy code it replaced, bit for bit:
+    rho (zero rates, remaining 0 or negative), free GPUs per type, the auction with its
+    partial fractions (NaN and non-positive gains, ties), the decision with its leftovers
+    (more bidders than contenders, none held) and the placement."""
+    from reference_themis import (auction_reference, decide_reference, free_per_type_reference,
+                                  place_reference, rhos_reference)
+    from sim.policies import themis_kernels as k
+    m, node_type, node_gpus, demand, thr, indptr, nodes, counts, held = d
+    n = demand.size
+    capacity = np.bincount(node_type, weights=node_gpus, minlength=m).astype(np.int64)
+    work = np.array(data.draw(st.lists(st.sampled_from([10.0, 1e3, 5e5]), min_size=n, max_size=n)))
+    remaining = work * np.array(data.draw(st.lists(st.sampled_from([1.0, 0.5, 0.0, -0.1]), min_size=n,
+                                                   max_size=n)))
+    since = np.array(data.draw(st.lists(st.sampled_from([0.0, 12.5, 3600.0]), min_size=n, max_size=n)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        got, want = (k.rhos(thr, demand, capacity, work, since, remaining, 600.0),
+                     rhos_reference(thr, demand, capacity, work, since, remaining, 600.0))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    free = k.free_per_type(capacity, held, indptr, nodes, counts, node_type)
+    np.testing.assert_array_equal(free, free_per_type_reference(capacity, held, indptr, nodes,
+                                                                counts, node_type))
+    gain = np.array(data.draw(st.lists(st.sampled_from([np.nan, -1.0, 0.0, 0.2, 0.7, 0.7, 1.5]),
+                                       min_size=n * m, max_size=n * m))).reshape(n, m)
+    won, share = k.auction(gain, demand, free)
+    won_ref, share_ref = auction_reference(gain, demand, free)
+    np.testing.assert_array_equal(won, won_ref)
+    np.testing.assert_array_equal(share, share_ref)
+    rank = np.array(data.draw(st.permutations(list(np.flatnonzero(~held)))), np.int64)
+    bidders = data.draw(st.integers(1, n + 1))             # may exceed the contenders
+    log_none = np.log(np.array(data.draw(st.lists(st.sampled_from([1.0, 1.25, 3.0, 40.0]),
+                                                  min_size=n, max_size=n))))
+    log_type = log_none[:, None] - gain                    # the gains above, rates 0 aside
+    chosen, lease = k.decide(rank, bidders, log_none, log_type, thr, demand, free, 600.0)
+    chosen_ref, lease_ref = decide_reference(rank, bidders, log_none, log_type, thr, demand, free, 600.0)
+    np.testing.assert_array_equal(chosen, chosen_ref)
+    np.testing.assert_array_equal(lease, lease_ref)
+    got = k.place(held, chosen, demand, indptr, nodes, counts, node_type, node_gpus)
+    want = place_reference(held, chosen, demand, indptr, nodes, counts, node_type, node_gpus)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+        assert g.dtype == w.dtype
+
+
+def test_runs_agree_job_by_job_with_the_numpy_decision(monkeypatch):
+    """A whole run with the kernels and one with the numpy code they replaced: every job
+    starts and finishes at the same second (the engine's job-by-job check)."""
+    import reference_themis as ref
+    from sim.policies import themis as themis_module
+    cluster, oracle = load_cluster("gavel-108"), default_oracle()
+    jobs = generate_workload(80, 12.0, 5, throughput=oracle, runnable_only=False)
+    fast = simulate(cluster, jobs, get_policy("themis"), oracle, EngineConfig(restart_delay_s=0.0))
+
+    def free_per_type(capacity, held, indptr, nodes, counts, node_type):
+        return ref.free_per_type_reference(capacity, held, indptr, nodes, counts, node_type)
+
+    monkeypatch.setattr(themis_module, "free_per_type", free_per_type)
+    monkeypatch.setattr(themis_module, "rhos", ref.rhos_reference)
+    monkeypatch.setattr(themis_module, "decide", ref.decide_reference)
+    monkeypatch.setattr(themis_module, "place", ref.place_reference)
+    slow = simulate(cluster, jobs, get_policy("themis"), oracle, EngineConfig(restart_delay_s=0.0))
+    np.testing.assert_array_equal(fast.first_start, slow.first_start)
+    np.testing.assert_array_equal(fast.finish, slow.finish)
+    assert np.isfinite(fast.finish).all()

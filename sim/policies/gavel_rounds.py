@@ -194,7 +194,7 @@ class GavelRounds(RoundClock):
         self.ran_on = np.full(n, -1, np.int64)   # type dispatched on this round, -1 none
         self.credit = np.zeros(n)                # per job dispatched: seconds at the round's end
         self._shuffler = random.Random(self.seed + 5)
-        self._capacity = (None, None)            # (cluster, GPUs per type)
+        self._type_capacity = TypeCapacity()
 
 
     # -- one round ---------------------------------------------------------------------
@@ -302,13 +302,6 @@ class GavelRounds(RoundClock):
             self._shuffler.shuffle(order)
         return order
 
-    def _type_capacity(self, cluster) -> np.ndarray:
-        """int64 [m] GPUs of each type of ``cluster`` (computed once per cluster)."""
-        if self._capacity[0] is not cluster:
-            self._capacity = (cluster, np.bincount(cluster.node_type, weights=cluster.node_gpus,
-                                                   minlength=len(cluster.gpu_types)).astype(np.int64))
-        return self._capacity[1]
-
     def _plan(self, state: SchedState, thr: np.ndarray, order) -> tuple:
         """Gavel's priorities, per-type queues, greedy pick and worker assignment (lease
         extension first, then the strided walk), in one kernel call: (type per job, and the
@@ -321,6 +314,19 @@ class GavelRounds(RoundClock):
             state.pl_indptr, state.pl_nodes, state.pl_counts, c.node_type, c.node_gpus, self.name)
         self.lease_extensions += kept
         return chosen, indptr, nodes, counts
+
+
+class TypeCapacity:
+    """``cluster.gpus_per_type()`` (int64 [m]), computed once per cluster: call it with the
+    state's cluster.  Callers must not modify the array."""
+
+    def __init__(self):
+        self._cluster, self._gpus = None, np.zeros(0, np.int64)
+
+    def __call__(self, cluster) -> np.ndarray:
+        if self._cluster is not cluster:
+            self._cluster, self._gpus = cluster, cluster.gpus_per_type()
+        return self._gpus
 
 
 class ThroughputCache:

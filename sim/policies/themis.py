@@ -51,48 +51,13 @@ from ..errors import ConfigError
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 from . import register
 from .base import Policy
-from .gavel_lp import isolated_allocation
-from .gavel_rounds import ThroughputCache, check_positive, plan_from_owners, validate_runnable
+from .gavel_rounds import (ThroughputCache, TypeCapacity, check_positive, plan_from_owners,
+                           validate_runnable)
+from .themis_kernels import decide, free_per_type, place, rhos
 
 #: Themis' lease length (s) and fairness knob f (algorithms.md §5.4: ~10 min leases, f = 0.8)
 LEASE_S = 600.0
 FAIRNESS_KNOB = 0.8
-
-
-def greedy_auction(gain: np.ndarray, demand: np.ndarray, free: np.ndarray,
-                   skip: int = -1) -> np.ndarray:
-    """The type each participant wins (-1: none), bids taken by gain (largest first) while
-    the type has room; row ``skip`` does not take part.  ``gain`` [p, m] (NaN/<= 0: no bid)."""
-    p, m = gain.shape
-    won = np.full(p, -1, np.int64)
-    left = free.astype(np.int64).copy()
-    g = np.where(np.isfinite(gain) & (gain > 0), gain, -np.inf)
-    if 0 <= skip < p:
-        g[skip] = -np.inf
-    flat = np.argsort(-g, axis=None, kind="stable")
-    flat = flat[np.isfinite(g.ravel()[flat])]
-    for k in flat:
-        i, t = divmod(int(k), m)
-        if won[i] < 0 and demand[i] <= left[t]:
-            won[i] = t
-            left[t] -= demand[i]
-            if not left.any():
-                break
-    return won
-
-
-def partial_fractions(gain: np.ndarray, demand: np.ndarray, free: np.ndarray,
-                      won: np.ndarray) -> np.ndarray:
-    """Each winner's share ``c_i`` of the partial-allocation mechanism (1 for losers):
-    ``exp(sum_{j != i} gain_j(with i) - sum_{j != i} gain_j(without i))``."""
-    rows = np.arange(won.size)
-    got = np.where(won >= 0, gain[rows, np.maximum(won, 0)], 0.0)
-    frac = np.ones(won.size)
-    for i in np.flatnonzero(won >= 0):
-        alt = greedy_auction(gain, demand, free, skip=int(i))
-        alt_got = np.where(alt >= 0, gain[rows, np.maximum(alt, 0)], 0.0)
-        frac[i] = math.exp(min(0.0, (got.sum() - got[i]) - alt_got.sum()))
-    return frac
 
 
 @register
@@ -128,6 +93,7 @@ class Themis(Policy):
         self.seen = np.zeros(n, bool)
         self.auctions = 0
         self._thr_cache = ThroughputCache()
+        self._type_capacity = TypeCapacity()
 
     # -- entry point -------------------------------------------------------------------
     def schedule(self, state: SchedState) -> Plan:
@@ -140,9 +106,12 @@ class Themis(Policy):
             validate_runnable(self.name, state, thr, new)
             self.seen[ids[new]] = True
         held = state.running & (self.lease_end[ids] > now * (1 + 1e-12))
-        free = self._free_per_type(state, held)
+        c = state.cluster
+        free = free_per_type(self._type_capacity(c), held, state.pl_indptr, state.pl_nodes,
+                             state.pl_counts, c.node_type)
         chosen, lease = self._decide(state, thr, held, free)
-        owner, nodes, counts = self._place(state, held, chosen)
+        owner, nodes, counts = place(held, chosen, state.demand, state.pl_indptr, state.pl_nodes,
+                                     state.pl_counts, c.node_type, c.node_gpus)
         placed = chosen >= 0
         self.lease_end[ids[placed]] = now + lease[placed]
         self.lease_end[ids[~placed & ~held]] = -np.inf
@@ -152,103 +121,19 @@ class Themis(Policy):
         return Plan(plan.indptr, plan.nodes, plan.counts, wakeup=wake)
 
     # -- the decision ------------------------------------------------------------------
-    def _rhos(self, state: SchedState, thr: np.ndarray):
-        """(rho now, rho without GPUs, rho on each type [n, m]) of the active jobs."""
-        ids, c = state.active, state.cluster
-        cap = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types))
-        y_iso = np.sum(thr * isolated_allocation(state.demand.astype(float), cap), axis=1)
-        t_id = state.jobs.work[ids] / y_iso
-        since = state.now - state.jobs.arrival[ids]
-        rem = np.maximum(state.remaining, 0.0)
-        with np.errstate(divide="ignore"):
-            on_type = (since[:, None] + rem[:, None] / thr) / t_id[:, None]
-        now = (since + rem / y_iso) / t_id
-        none = (since + self.lease_s + rem / y_iso) / t_id
-        return now, none, on_type
-
     def _decide(self, state: SchedState, thr: np.ndarray, held: np.ndarray, free: np.ndarray):
         """(type each active job starts a lease on, -1 none; the lease lengths)."""
         n = state.active.size
-        chosen = np.full(n, -1, np.int64)
-        lease = np.full(n, self.lease_s)
         cont = np.flatnonzero(~held)
         if cont.size == 0 or not free.any():
-            return chosen, lease
-        rho_now, rho_none, rho_type = self._rhos(state, thr)
+            return np.full(n, -1, np.int64), np.full(n, self.lease_s)
+        ids = state.active
+        rho_now, rho_none, rho_type = rhos(thr, state.demand, self._type_capacity(state.cluster),
+                                           state.jobs.work[ids], state.now - state.jobs.arrival[ids],
+                                           state.remaining, self.lease_s)
         rank = cont[np.lexsort((cont, -rho_now[cont]))]            # worst first, ties by id
         k = max(1, math.ceil((1.0 - self.fairness_knob) * n - 1e-9))
-        part = rank[:k]
-        demand = state.demand.astype(np.int64)
         with np.errstate(divide="ignore", invalid="ignore"):
-            gain = np.log(rho_none[part])[:, None] - np.log(rho_type[part])
-        gain[(thr[part] <= 0)] = np.nan
-        won = greedy_auction(gain, demand[part], free)
-        lease[part] = self.lease_s * partial_fractions(gain, demand[part], free, won)
-        chosen[part] = won
+            log_none, log_type = np.log(rho_none), np.log(rho_type)
         self.auctions += 1
-        left = free - np.bincount(won[won >= 0], weights=demand[part][won >= 0],
-                                  minlength=free.size).astype(np.int64)
-        rest = np.r_[rank[k:], part[won < 0]]
-        self._leftovers(rest, thr, demand, left, chosen)
-        return chosen, lease
-
-    @staticmethod
-    def _leftovers(rest, thr, demand, left, chosen) -> None:
-        """Work-conserving: each job of ``rest`` in turn takes its fastest type with room."""
-        for i in rest:
-            if not left.any():
-                return
-            fits = (thr[i] > 0) & (left >= demand[i])
-            if fits.any():
-                t = int(np.argmax(np.where(fits, thr[i], -1.0)))
-                chosen[i] = t
-                left[t] -= demand[i]
-
-    # -- GPUs --------------------------------------------------------------------------
-    @staticmethod
-    def _free_per_type(state: SchedState, held: np.ndarray) -> np.ndarray:
-        c = state.cluster
-        cap = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types))
-        lens = np.diff(state.pl_indptr)
-        mine = np.repeat(held, lens)
-        used = np.bincount(c.node_type[state.pl_nodes[mine]], weights=state.pl_counts[mine],
-                           minlength=len(c.gpu_types))
-        return (cap - used).astype(np.int64)
-
-    def _place(self, state: SchedState, held: np.ndarray, chosen: np.ndarray):
-        """(owner, nodes, counts): held jobs keep their GPUs; a job that won the type it ran
-        on keeps its GPUs if they are free; others take the fullest free servers first."""
-        c = state.cluster
-        lens = np.diff(state.pl_indptr)
-        job_of = np.repeat(np.arange(lens.size), lens)
-        free = c.node_gpus.astype(np.int64).copy()
-        keep = held[job_of]
-        np.subtract.at(free, state.pl_nodes[keep], state.pl_counts[keep])
-        owner = [job_of[keep]]
-        nodes = [state.pl_nodes[keep]]
-        counts = [state.pl_counts[keep]]
-        for i in np.flatnonzero(chosen >= 0):
-            pn = state.pl_nodes[state.pl_indptr[i]:state.pl_indptr[i + 1]]
-            pc = state.pl_counts[state.pl_indptr[i]:state.pl_indptr[i + 1]]
-            if pn.size and np.all(c.node_type[pn] == chosen[i]) and np.all(free[pn] >= pc):
-                take_n, take_c = pn, pc
-            else:
-                take_n, take_c = _fullest_first(free, c.node_type, int(chosen[i]),
-                                                 int(state.demand[i]))
-            free[take_n] -= take_c
-            owner.append(np.full(take_n.size, i))
-            nodes.append(take_n)
-            counts.append(take_c)
-        return (np.concatenate(owner).astype(np.int64), np.concatenate(nodes).astype(np.int32),
-                np.concatenate(counts).astype(np.int32))
-
-
-def _fullest_first(free: np.ndarray, node_type: np.ndarray, t: int, need: int):
-    """``need`` GPUs of type ``t`` from the servers with the most free GPUs first (returned
-    in node order, as a plan lists them)."""
-    cand = np.flatnonzero((node_type == t) & (free > 0))
-    cand = cand[np.argsort(-free[cand], kind="stable")]
-    take = np.minimum(free[cand], np.maximum(need - np.r_[0, np.cumsum(free[cand])[:-1]], 0))
-    sel = np.flatnonzero(take > 0)
-    sel = sel[np.argsort(cand[sel])]
-    return cand[sel], take[sel]
+        return decide(rank, k, log_none, log_type, thr, state.demand, free, self.lease_s)
