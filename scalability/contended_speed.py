@@ -12,6 +12,8 @@ mean queue length.
     python scalability/contended_speed.py --compare /tmp/base --cells 300:las,1200:srtf --repeat 2
         # each cell by the code in /tmp/base (a checkout built in place, e.g. a worktree of the
         # branch's start) and by this checkout, alternately in one run: OUT/compare.json
+        # (--cluster and --jobs apply to every cell: e.g. --cluster gavel-108 --jobs 300
+        # --cells 6:themis)
 """
 from __future__ import annotations
 
@@ -65,17 +67,19 @@ def _subprocess_cell(jobs, load, policy, path, timeout, cluster=CLUSTER) -> dict
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def compare(base: Path, cells: list[tuple[float, str]], repeat: int, jobs: int, out: Path) -> None:
-    """Native cells run by the code at ``base`` and by this checkout, alternately (one process
-    per cell, same machine, same run), so that their time ratio means something on a loaded VM.
-    Each row adds the cell process's CPU seconds (user + system, setup included:
-    ``process_cpu_s``), less sensitive than wall time to other sessions on the machine."""
+def compare(base: Path, cells: list[tuple[float, str]], repeat: int, jobs: int, out: Path,
+            cluster: str = CLUSTER) -> None:
+    """Native cells (a policy without a native kernel takes the Python path) run by the code
+    at ``base`` and by this checkout, alternately (one process per cell, same machine, same
+    run), so that their time ratio means something on a loaded VM.  Each row adds the cell
+    process's CPU seconds (user + system, setup included: ``process_cpu_s``), less sensitive
+    than wall time to other sessions on the machine."""
     rows = []
     for rep in range(repeat):
         for load, policy in cells:
             for code, root in (("base", base.resolve()), ("new", ROOT)):
                 cmd = [sys.executable, str(root / "scalability" / "contended_speed.py"), "--cell", str(jobs),
-                       str(load), policy, "native"]
+                       str(load), policy, "native", "--cluster", cluster]
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 res = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=root,
                                      env={**os.environ, "PYTHONPATH": str(root)})
@@ -166,7 +170,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.compare:
         cells = [(float(c.split(":")[0]), c.split(":")[1]) for c in args.cells.split(",")]
-        compare(args.compare, cells, args.repeat, args.jobs, args.out)
+        compare(args.compare, cells, args.repeat, args.jobs, args.out, args.cluster)
         return
     if args.plot:
         plot(args.out / "cells.json", args.out / "load_sweep.png")
