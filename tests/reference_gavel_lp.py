@@ -8,6 +8,8 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import OptimizeWarning, linprog
 
+from reference_pairwise_sum import pairwise_sum_reference
+
 METHODS = {"ipm": ("highs-ipm", {"presolve": False, "run_crossover": "off"}),
            "simplex": ("highs-ds", {})}
 
@@ -40,18 +42,15 @@ def within_bounds_reference(x, activity, upper, col_upper, tol):
 
 def max_min_coefficients_reference(thr, scale, weight, share):
     """``gavel_lp.max_min_coefficients`` in plain Python: the equal-split throughput summed
-    in type order (the numpy code it replaced, ``thr * (scale / (weight * np.sum(thr * share,
-    axis=1)))[:, None]``, sums the same way below 8 types)."""
+    in NumPy's order (tests/reference_pairwise_sum.py)."""
     n, m = len(thr), len(share)
     out = np.empty((n, m))
     for i in range(n):
-        prop = float(thr[i][0] * share[0])
-        for t in range(1, m):
-            prop += float(thr[i][t] * share[t])
+        products = [np.float64(thr[i][t]) * np.float64(share[t]) for t in range(m)]
+        prop = pairwise_sum_reference(products, 0, m)
         with np.errstate(divide="ignore", invalid="ignore"):
             f = np.float64(scale[i]) / (np.float64(weight[i]) * np.float64(prop))
-        for t in range(m):
-            with np.errstate(invalid="ignore"):
+            for t in range(m):
                 out[i, t] = np.float64(thr[i][t]) * f
     return out
 

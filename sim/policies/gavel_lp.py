@@ -40,6 +40,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import ConfigError, SimError
+from ..pairwise_sum import pairwise_sum
 from . import gavel_hsd, gavel_ipm
 
 #: HiGHS options per solver name (see the module docstring): ``linprog``'s for the method
@@ -335,7 +336,8 @@ def max_min_coefficients(thr, scale, weight, share) -> np.ndarray:
     """Gavel's max-min fairness rows (``max_min_fairness.py``): ``a[i, t] = thr[i, t] * s_i /
     (w_i * sum_u thr[i, u] share[u])``, job i's throughput on type t normalized by its
     throughput under the equal split ``share`` (:func:`proportional_share`), weighted by its
-    priority ``w_i`` and scale factor ``s_i``.  The sum runs in type order.
+    priority ``w_i`` and scale factor ``s_i``; the sum in NumPy's order (:mod:`sim.pairwise_sum`),
+    so the rows are ``thr * (s / (w * np.sum(thr * share, axis=1)))[:, None]`` bit for bit.
 
     Args: thr float [n, m]; scale, weight float [n]; share float [m]."""
     return _max_min_coefficients(np.ascontiguousarray(thr, np.float64),
@@ -347,12 +349,11 @@ def max_min_coefficients(thr, scale, weight, share) -> np.ndarray:
 @njit(cache=True, error_model="numpy")
 def _max_min_coefficients(thr, scale, weight, share):
     n, m = thr.shape
-    a = np.empty((n, m))
+    a, products = np.empty((n, m)), np.empty(m)
     for i in range(n):
-        prop = thr[i, 0] * share[0] if m else 0.0
-        for t in range(1, m):
-            prop += thr[i, t] * share[t]
-        f = scale[i] / (weight[i] * prop)
+        for t in range(m):
+            products[t] = thr[i, t] * share[t]
+        f = scale[i] / (weight[i] * pairwise_sum(products, 0, m))
         for t in range(m):
             a[i, t] = thr[i, t] * f
     return a
