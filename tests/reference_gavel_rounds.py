@@ -156,3 +156,21 @@ def micro_tasks_reference(now, round_s, rate, remaining, active, placed, overran
     go_on = ~finishes
     scale[placed[go_on]] = steps[go_on] / (rate[go_on] * (round_end - now))
     return round_end, scale
+
+
+def pick_combinations_reference(queues, low, scale, members, left, n_jobs):
+    """The Python loop ``gavel_kernels.pick_combinations`` replaced (gavel_packing._select)."""
+    left = np.array(left, np.int64)
+    taken, picked, types = set(), [], []
+    for t in range(queues.shape[0]):
+        for i in queues[t].tolist():
+            if left[t] == 0:
+                break
+            jobs = {int(j) for j in members[i] if j >= 0}
+            if not low[i, t] > 0 or scale[i] > left[t] or taken.intersection(jobs):
+                continue
+            left[t] -= scale[i]
+            taken.update(jobs)
+            picked.append(i)
+            types.append(t)
+    return np.array(picked, np.int64), np.array(types, np.int64)

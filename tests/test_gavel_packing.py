@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine_helpers import LinearOracle, small_cluster, specs
 from sim.engine import EngineConfig, run_jobs
@@ -55,3 +57,29 @@ def test_needs_a_table_with_pairs():
 
     with pytest.raises(ConfigError, match="co-location pairs"):
         _run(1, [700.0, 900.0], oracle=NoPairs())
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_pick_kernel_matches_reference(data):
+    """The greedy pick over combinations, kernel against the Python loop it replaced: pairs
+    sharing a job, entries that cannot run on a type, scale factors that do not fit, a type
+    that runs out, no entry."""
+    from reference_gavel_rounds import pick_combinations_reference
+    from sim.policies.gavel_kernels import pick_combinations
+    n_jobs, m = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 3))
+    singles = [(j, -1) for j in range(n_jobs)]
+    pairs = [(a, b) for a in range(n_jobs) for b in range(a + 1, n_jobs)]
+    members = np.array(data.draw(st.lists(st.sampled_from(singles + pairs) if pairs else
+                                          st.sampled_from(singles), max_size=12, unique=True)),
+                       np.int64).reshape(-1, 2)
+    e = members.shape[0]
+    low = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.5, 2.0]), min_size=e * m,
+                                      max_size=e * m))).reshape(e, m)
+    scale = np.array(data.draw(st.lists(st.sampled_from([1, 2, 4]), min_size=e, max_size=e)), np.int64)
+    left = np.array(data.draw(st.lists(st.integers(0, 6), min_size=m, max_size=m)), np.int64)
+    queues = np.array([data.draw(st.permutations(range(e))) for _ in range(m)], np.int64).reshape(m, e)
+    got = pick_combinations(queues, low, scale, members, left, n_jobs)
+    want = pick_combinations_reference(queues, low, scale, members, left, n_jobs)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

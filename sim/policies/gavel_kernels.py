@@ -435,6 +435,47 @@ def credit_running(ids, ran_on, member, time_so_far, worker_time, credit) -> boo
                                 time_so_far, worker_time, np.ascontiguousarray(credit, np.float64)))
 
 
+def pick_combinations(queues, low, scale, members, left, n_jobs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gavel's greedy pick over job combinations (:mod:`sim.policies.gavel_packing`): types in
+    order, each type's entries in its queue order, an entry taken while its type has GPUs
+    left if its slowest member runs there (``low[e, t] > 0``), its scale factor fits and none
+    of its jobs is taken yet.
+
+    Args:
+        queues: int64 [m, E] entry positions per type, in priority order.
+        low: float [E, m] the slowest member's rate; scale: int [E] GPUs per entry.
+        members: int64 [E, 2] the entry's job ids (-1: a single job's second).
+        left: int [m] GPUs of each type (not modified); n_jobs: job ids are below it.
+
+    Returns (the entries taken, in order; the type each was taken on)."""
+    return _pick_combinations(np.ascontiguousarray(queues, np.int64), np.ascontiguousarray(low, np.float64),
+                              np.ascontiguousarray(scale, np.int64), np.ascontiguousarray(members, np.int64),
+                              np.array(left, np.int64), int(n_jobs))
+
+
+@njit(cache=True)
+def _pick_combinations(queues, low, scale, members, left, n_jobs):
+    m, n_entries = queues.shape
+    taken = np.zeros(n_jobs, np.bool_)
+    picked, types = np.empty(n_entries, np.int64), np.empty(n_entries, np.int64)
+    k = 0
+    for t in range(m):
+        for q in range(n_entries):
+            if left[t] == 0:
+                break
+            e = queues[t, q]
+            a, b = members[e, 0], members[e, 1]
+            if not low[e, t] > 0 or scale[e] > left[t] or taken[a] or (b >= 0 and taken[b]):
+                continue
+            left[t] -= scale[e]
+            taken[a] = True
+            if b >= 0:
+                taken[b] = True
+            picked[k], types[k] = e, t
+            k += 1
+    return picked[:k], types[:k]
+
+
 def settle_deficits(ids, in_alloc, alloc, time_so_far, deficit, elapsed: float, half_round: float) -> None:
     """At an allocation reset, for each active job j (``ids``) and type t: the deficit grows
     by what the old allocation entitled it to over the ``elapsed`` seconds since the last

@@ -36,7 +36,8 @@ job is keyed here by combination, as in Gavel:
   does exactly their iterations (``Plan.rate_scale``, as in gavel_rounds).
 
 The per-round work is O(entries), i.e. O(jobs^2) with one scale factor, as in Gavel.  Written
-in plain Python and numpy: a packing policy's rounds are not the hot path of any target.
+in plain Python and numpy but for the greedy pick, which walks every entry of every type's
+queue (a Numba kernel: :func:`sim.policies.gavel_kernels.pick_combinations`).
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ import numpy as np
 
 from ..errors import ConfigError, SimError
 from ..state import Plan, SchedState
+from .gavel_kernels import pick_combinations
 from .gavel_rounds import RoundClock, plan_from_owners, validate_runnable
 
 
@@ -209,20 +211,14 @@ class GavelPackingRounds(RoundClock):
         alloc = np.where(in_alloc[:, None], np.array([e.alloc for e in entries]), 0.0)
         low = np.array([e.low for e in entries])
         scale = np.array([e.scale for e in entries])
-        taken: set[int] = set()
-        chosen = []
-        for t in range(len(c.gpu_types)):
+        m = len(c.gpu_types)
+        queues = np.empty((m, len(entries)), np.int64)
+        for t in range(m):
             prio = self._priorities(time[:, t], alloc[:, t], in_alloc & (low[:, t] != 0), t)
-            for i in np.lexsort((-alloc[:, t], -deficit[:, t], -prio)).tolist():
-                if left[t] == 0:
-                    break
-                jobs = entries[i].jobs
-                if not low[i, t] > 0 or scale[i] > left[t] or taken.intersection(jobs):
-                    continue
-                left[t] -= scale[i]
-                taken.update(jobs)
-                chosen.append((jobs, t))
-        return chosen
+            queues[t] = np.lexsort((-alloc[:, t], -deficit[:, t], -prio))
+        members = np.array([e.jobs if len(e.jobs) == 2 else (e.jobs[0], -1) for e in entries], np.int64)
+        picked, types = pick_combinations(queues, low, scale, members, left, len(state.jobs))
+        return [(entries[i].jobs, t) for i, t in zip(picked.tolist(), types.tolist())]
 
     def _assign(self, state: SchedState, chosen) -> list[tuple[tuple, int, list]]:
         """Servers for the chosen combinations, type by type, largest first, lease extension
