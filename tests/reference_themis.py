@@ -118,3 +118,36 @@ def decide_reference(rank, k, log_none, log_type, thr, demand, free, lease_s):
                               minlength=free.size).astype(np.int64)
     leftovers_reference(np.r_[rank[k:], part[won < 0]], thr, demand, left, chosen)
     return chosen, lease
+
+
+def contenders_reference(running, lease_end, now, thr, demand, capacity, work, since, remaining,
+                         lease_s, pl_indptr, pl_nodes, pl_counts, node_type):
+    """What Themis.schedule and _decide did before the auction (the numpy code)."""
+    held = running & (lease_end > now * (1 + 1e-12))
+    free = free_per_type_reference(capacity, held, pl_indptr, pl_nodes, pl_counts, node_type)
+    cont = np.flatnonzero(~held)
+    if cont.size == 0 or not free.any():
+        return held, free, cont[:0], np.empty(0), np.empty((0, thr.shape[1]))
+    rho_now, rho_none, rho_type = rhos_reference(thr, demand, capacity, work, since, remaining, lease_s)
+    return held, free, cont[np.lexsort((cont, -rho_now[cont]))], rho_none, rho_type
+
+
+def decide_and_place_reference(rank, k, log_none, log_type, thr, demand, free, lease_s, held,
+                               pl_indptr, pl_nodes, pl_counts, node_type, node_gpus, lease_end, now):
+    """What Themis.schedule did after the auction's logarithms (the numpy code)."""
+    n = thr.shape[0]
+    if rank.size:
+        chosen, lease = decide_reference(rank, k, log_none, log_type, thr, demand, free, lease_s)
+    else:
+        chosen, lease = np.full(n, -1, np.int64), np.full(n, lease_s)
+    owner, nodes, counts = place_reference(held, chosen, demand, pl_indptr, pl_nodes, pl_counts,
+                                           node_type, node_gpus)
+    placed = chosen >= 0
+    lease_end[placed] = now + lease[placed]
+    lease_end[~placed & ~held] = -np.inf
+    order = np.argsort(owner, kind="stable")
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(owner, minlength=n), out=indptr[1:])
+    running = held | placed
+    wake = float(lease_end[running].min()) if running.any() else np.nan
+    return indptr, nodes[order], counts[order], wake

@@ -186,14 +186,69 @@ def test_runs_agree_job_by_job_with_the_numpy_decision(monkeypatch):
     jobs = generate_workload(80, 12.0, 5, throughput=oracle, runnable_only=False)
     fast = simulate(cluster, jobs, get_policy("themis"), oracle, EngineConfig(restart_delay_s=0.0))
 
-    def free_per_type(capacity, held, indptr, nodes, counts, node_type):
-        return ref.free_per_type_reference(capacity, held, indptr, nodes, counts, node_type)
-
-    monkeypatch.setattr(themis_module, "free_per_type", free_per_type)
-    monkeypatch.setattr(themis_module, "rhos", ref.rhos_reference)
-    monkeypatch.setattr(themis_module, "decide", ref.decide_reference)
-    monkeypatch.setattr(themis_module, "place", ref.place_reference)
+    monkeypatch.setattr(themis_module, "contenders", ref.contenders_reference)
+    monkeypatch.setattr(themis_module, "decide_and_place", ref.decide_and_place_reference)
     slow = simulate(cluster, jobs, get_policy("themis"), oracle, EngineConfig(restart_delay_s=0.0))
     np.testing.assert_array_equal(fast.first_start, slow.first_start)
     np.testing.assert_array_equal(fast.finish, slow.finish)
     assert np.isfinite(fast.finish).all()
+
+
+@settings(max_examples=120, deadline=None)
+@given(d=_decision(), data=st.data())
+def test_fused_decision_kernels_match_reference(d, data):
+    """The two calls a decision makes (before and after the bids' logarithms) against the
+    numpy code of Themis.schedule, bit for bit: leases running or expired, rho ties and
+    zero rates, the lease ends written back, the plan grouped by job and the wakeup."""
+    from reference_themis import contenders_reference, decide_and_place_reference
+    from sim.policies import themis_kernels as k
+    m, node_type, node_gpus, demand, thr, indptr, nodes, counts, held = d
+    n = demand.size
+    running = np.diff(indptr) > 0
+    now = data.draw(st.sampled_from([0.0, 600.0, 3600.0]))
+    lease_end = np.array(data.draw(st.lists(st.sampled_from([-np.inf, 0.0, now, now + 1.0, now + 600.0]),
+                                            min_size=n, max_size=n)))
+    capacity = np.bincount(node_type, weights=node_gpus, minlength=m).astype(np.int64)
+    work = np.array(data.draw(st.lists(st.sampled_from([10.0, 1e3]), min_size=n, max_size=n)))
+    remaining = work * np.array(data.draw(st.lists(st.sampled_from([1.0, 0.5, 0.0]), min_size=n, max_size=n)))
+    since = np.array(data.draw(st.lists(st.sampled_from([0.0, 12.5, 3600.0]), min_size=n, max_size=n)))
+    args = (running, lease_end, now, thr, demand, capacity, work, since, remaining, 600.0, indptr,
+            nodes, counts, node_type)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        got, want = k.contenders(*args), contenders_reference(*args)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    held_now, free, rank, rho_none, rho_type = got
+    bidders = data.draw(st.integers(1, n + 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = (np.log(rho_none), np.log(rho_type))
+    ends = [lease_end.copy(), lease_end.copy()]
+    rest = (thr, demand, free, 600.0, held_now, indptr, nodes, counts, node_type, node_gpus)
+    got = k.decide_and_place(rank, bidders, *logs, *rest, ends[0], now)
+    want = decide_and_place_reference(rank, bidders, *logs, *rest, ends[1], now)
+    for g, w in zip(got[:3], want[:3]):
+        np.testing.assert_array_equal(g, w)
+    assert got[3] == want[3] or (np.isnan(got[3]) and np.isnan(want[3]))
+    np.testing.assert_array_equal(ends[0], ends[1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(20, 200))
+def test_contenders_rank_many_ties_as_lexsort(seed, n):
+    """Many contenders with tied and NaN rho (zero rates everywhere): the ranking is
+    lexsort's, stable by position, NaN last (a non-stable sort shows from 17 entries on)."""
+    from reference_themis import contenders_reference
+    from sim.policies import themis_kernels as k
+    rng = np.random.default_rng(seed)
+    m = 2
+    node_type = np.array([0, 1], np.int64)             # two 8-GPU servers, one a type
+    thr = rng.choice([0.0, 1.0, 2.0], size=(n, m))
+    demand = np.ones(n, np.int64)
+    work = rng.choice([100.0, 1000.0], size=n)
+    args = (np.zeros(n, bool), np.full(n, -np.inf), 50.0, thr, demand, np.array([8, 8]), work,
+            rng.choice([0.0, 10.0], size=n), work.copy(), 600.0, np.zeros(n + 1, np.int64),
+            np.zeros(0, np.int32), np.zeros(0, np.int32), node_type)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        got, want = k.contenders(*args), contenders_reference(*args)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

@@ -51,9 +51,8 @@ from ..errors import ConfigError
 from ..state import ARRIVAL, COMPLETION, Plan, SchedState
 from . import register
 from .base import Policy
-from .gavel_rounds import (ThroughputCache, TypeCapacity, check_positive, plan_from_owners,
-                           validate_runnable)
-from .themis_kernels import decide, free_per_type, place, rhos
+from .gavel_rounds import ThroughputCache, TypeCapacity, check_positive, validate_runnable
+from .themis_kernels import contenders, decide_and_place
 
 #: Themis' lease length (s) and fairness knob f (algorithms.md §5.4: ~10 min leases, f = 0.8)
 LEASE_S = 600.0
@@ -105,35 +104,21 @@ class Themis(Policy):
         if new.any():
             validate_runnable(self.name, state, thr, new)
             self.seen[ids[new]] = True
-        held = state.running & (self.lease_end[ids] > now * (1 + 1e-12))
         c = state.cluster
-        free = free_per_type(self._type_capacity(c), held, state.pl_indptr, state.pl_nodes,
-                             state.pl_counts, c.node_type)
-        chosen, lease = self._decide(state, thr, held, free)
-        owner, nodes, counts = place(held, chosen, state.demand, state.pl_indptr, state.pl_nodes,
-                                     state.pl_counts, c.node_type, c.node_gpus)
-        placed = chosen >= 0
-        self.lease_end[ids[placed]] = now + lease[placed]
-        self.lease_end[ids[~placed & ~held]] = -np.inf
-        plan = plan_from_owners(ids.size, owner, nodes, counts)
-        running = held | placed
-        wake = float(self.lease_end[ids[running]].min()) if running.any() else None
-        return Plan(plan.indptr, plan.nodes, plan.counts, wakeup=wake)
-
-    # -- the decision ------------------------------------------------------------------
-    def _decide(self, state: SchedState, thr: np.ndarray, held: np.ndarray, free: np.ndarray):
-        """(type each active job starts a lease on, -1 none; the lease lengths)."""
-        n = state.active.size
-        cont = np.flatnonzero(~held)
-        if cont.size == 0 or not free.any():
-            return np.full(n, -1, np.int64), np.full(n, self.lease_s)
-        ids = state.active
-        rho_now, rho_none, rho_type = rhos(thr, state.demand, self._type_capacity(state.cluster),
-                                           state.jobs.work[ids], state.now - state.jobs.arrival[ids],
-                                           state.remaining, self.lease_s)
-        rank = cont[np.lexsort((cont, -rho_now[cont]))]            # worst first, ties by id
-        k = max(1, math.ceil((1.0 - self.fairness_knob) * n - 1e-9))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log_none, log_type = np.log(rho_none), np.log(rho_type)
-        self.auctions += 1
-        return decide(rank, k, log_none, log_type, thr, state.demand, free, self.lease_s)
+        lease_end = self.lease_end[ids]
+        held, free, rank, rho_none, rho_type = contenders(
+            state.running, lease_end, now, thr, state.demand, self._type_capacity(c),
+            state.jobs.work[ids], now - state.jobs.arrival[ids], state.remaining, self.lease_s,
+            state.pl_indptr, state.pl_nodes, state.pl_counts, c.node_type)
+        k = 0
+        log_none, log_type = rho_none, rho_type
+        if rank.size:                                 # an auction
+            k = max(1, math.ceil((1.0 - self.fairness_knob) * ids.size - 1e-9))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                log_none, log_type = np.log(rho_none), np.log(rho_type)
+            self.auctions += 1
+        indptr, nodes, counts, wake = decide_and_place(
+            rank, k, log_none, log_type, thr, state.demand, free, self.lease_s, held,
+            state.pl_indptr, state.pl_nodes, state.pl_counts, c.node_type, c.node_gpus, lease_end, now)
+        self.lease_end[ids] = lease_end
+        return Plan(indptr, nodes, counts, wakeup=None if np.isnan(wake) else float(wake))

@@ -2,10 +2,13 @@
 free, the finish-time fairness rho of every job, the auction with its partial allocation, the
 work-conserving leftovers and the placement.
 
-Each takes the same operations in the same order as the numpy code it replaced (sums in
-NumPy's order: :mod:`sim.pairwise_sum`), so a run is the same bit for bit; the logarithms of
-the bids stay in NumPy (its log and the C library's differ in the last place now and then).
-Plain-Python references: tests/reference_themis.py.
+A decision makes two calls, :func:`contenders` and :func:`decide_and_place`, with NumPy's
+logarithms of the bids in between (its log and the C library's differ in the last place now
+and then); the pieces they are made of (:func:`free_per_type`, :func:`rhos`, :func:`auction`,
+:func:`decide`, :func:`place`) are callable one by one, for tests and by-hand checks.  Each
+takes the same operations in the same order as the numpy code it replaced (sums in NumPy's
+order: :mod:`sim.pairwise_sum`), so a run is the same bit for bit.  Plain-Python references:
+tests/reference_themis.py.
 """
 from __future__ import annotations
 
@@ -282,3 +285,97 @@ def _place(held, chosen, demand, pl_indptr, pl_nodes, pl_counts, node_type, node
                 free[v] -= take[v]
                 used = _take(owner, nodes, counts, used, i, v, take[v])
     return owner, nodes, counts, used
+
+
+# -- a whole decision in two calls (the logarithms of the bids, NumPy's, in between) -------
+def contenders(running, lease_end, now: float, thr, demand, capacity, work, since, remaining,
+               lease_s: float, pl_indptr, pl_nodes, pl_counts, node_type):
+    """Before the auction: (held: running jobs whose lease runs past ``now``; the GPUs per
+    type the leases leave free; the contenders (the others), worst rho now first, ties by
+    position (``lexsort``, NaN last); rho without GPUs and on each type, for the bids).  An
+    empty ranking: no auction (no contender or no free GPU).  ``lease_end`` aligned with the
+    active jobs; the other arrays as :func:`free_per_type` and :func:`rhos`."""
+    f64 = [np.ascontiguousarray(a, np.float64) for a in (lease_end, thr, demand, capacity, work, since,
+                                                          remaining)]
+    return _contenders(np.ascontiguousarray(running, np.bool_), f64[0], float(now), *f64[1:],
+                       float(lease_s), np.ascontiguousarray(pl_indptr, np.int64),
+                       np.ascontiguousarray(pl_nodes, np.int64), np.ascontiguousarray(pl_counts, np.int64),
+                       np.ascontiguousarray(node_type, np.int64))
+
+
+@njit(cache=True, error_model="numpy")
+def _contenders(running, lease_end, now, thr, demand, capacity, work, since, remaining, lease_s,
+                pl_indptr, pl_nodes, pl_counts, node_type):
+    n, m = thr.shape
+    held = np.empty(n, np.bool_)
+    for i in range(n):
+        held[i] = running[i] and lease_end[i] > now * (1 + 1e-12)
+    free = _free_per_type(capacity.astype(np.int64), held, pl_indptr, pl_nodes, pl_counts, node_type)
+    cont = np.empty(n, np.int64)
+    r = 0
+    for i in range(n):
+        if not held[i]:
+            cont[r] = i
+            r += 1
+    if r == 0 or not free.any():
+        return held, free, cont[:0], np.empty(0), np.empty((0, m))
+    rho_now, rho_none, rho_type = _rhos(thr, demand, capacity, work, since, remaining, lease_s)
+    cont = cont[:r]
+    key = np.empty(r)
+    for q in range(r):
+        key[q] = -rho_now[cont[q]]
+    # stable, NaN last, as lexsort((cont, key)) with cont increasing
+    return held, free, cont[np.argsort(key, kind="mergesort")], rho_none, rho_type
+
+
+def decide_and_place(rank, k: int, log_none, log_type, thr, demand, free, lease_s: float, held,
+                     pl_indptr, pl_nodes, pl_counts, node_type, node_gpus, lease_end, now: float):
+    """After the logarithms: :func:`decide` (when ``rank`` is not empty) and :func:`place`;
+    updates ``lease_end`` (float64, aligned with the active jobs) in place: a job placed holds
+    its GPUs until ``now`` plus its lease, one neither placed nor held has none (-inf).
+    Returns the plan (indptr int64, nodes int32, counts int32, grouped by job) and the
+    earliest lease end of the jobs that run (NaN: none runs)."""
+    ints = [np.ascontiguousarray(a, np.int64) for a in (demand, free, pl_indptr, pl_nodes, pl_counts,
+                                                          node_type, node_gpus)]
+    indptr, nodes, counts, wake, used = _decide_and_place(
+        np.ascontiguousarray(rank, np.int64), int(k), np.ascontiguousarray(log_none, np.float64),
+        np.ascontiguousarray(log_type, np.float64), np.ascontiguousarray(thr, np.float64), ints[0],
+        ints[1], float(lease_s), np.ascontiguousarray(held, np.bool_), *ints[2:], lease_end, float(now))
+    if used < 0:
+        raise SimError("themis: the placement holds more entries than the cluster has GPUs "
+                       "(a held job's GPUs are over-committed)")
+    return indptr, nodes.astype(np.int32), counts.astype(np.int32), wake
+
+
+@njit(cache=True, error_model="numpy")
+def _decide_and_place(rank, k, log_none, log_type, thr, demand, free, lease_s, held, pl_indptr,
+                      pl_nodes, pl_counts, node_type, node_gpus, lease_end, now):
+    n = thr.shape[0]
+    if rank.shape[0]:
+        chosen, lease = _decide(rank, k, log_none, log_type, thr, demand, free, lease_s)
+    else:
+        chosen, lease = np.full(n, -1, np.int64), np.full(n, lease_s)
+    owner, nodes, counts, used = _place(held, chosen, demand, pl_indptr, pl_nodes, pl_counts,
+                                        node_type, node_gpus)
+    wake = np.nan
+    for i in range(n):
+        if chosen[i] >= 0:
+            lease_end[i] = now + lease[i]
+        elif not held[i]:
+            lease_end[i] = -np.inf
+        if (chosen[i] >= 0 or held[i]) and not lease_end[i] >= wake:
+            wake = lease_end[i]
+    indptr = np.zeros(n + 1, np.int64)
+    if used < 0:
+        return indptr, nodes[:0], counts[:0], wake, used
+    for e in range(used):                        # group by job, stable (plan_from_owners)
+        indptr[owner[e] + 1] += 1
+    for i in range(n):
+        indptr[i + 1] += indptr[i]
+    at = indptr[:-1].copy()
+    out_nodes, out_counts = np.empty(used, np.int64), np.empty(used, np.int64)
+    for e in range(used):
+        q = at[owner[e]]
+        out_nodes[q], out_counts[q] = nodes[e], counts[e]
+        at[owner[e]] += 1
+    return indptr, out_nodes, out_counts, wake, used
