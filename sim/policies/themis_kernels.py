@@ -59,7 +59,8 @@ def _rhos(thr, demand, capacity, work, since, remaining, lease_s):
     for i in range(n):
         for t in range(m):                       # Gavel's isolated split, row i
             x[t] = share[t] / demand[i]
-        total = max(pairwise_sum(x, 0, m), 1.0)
+        total = pairwise_sum(x, 0, m)
+        total = 1.0 if total < 1.0 else total        # np.maximum(total, 1.0): NaN stays
         for t in range(m):
             x[t] = thr[i, t] * (x[t] / total)
         y_iso = pairwise_sum(x, 0, m)
@@ -92,14 +93,7 @@ def _bid_order(gain):
             bids[k] = b
             k += 1
     bids = bids[:k]
-    for a in range(1, k):                        # insertion sort: stable, bids are few
-        b = bids[a]
-        j = a - 1
-        while j >= 0 and -flat[b] < -flat[bids[j]]:
-            bids[j + 1] = bids[j]
-            j -= 1
-        bids[j + 1] = b
-    return bids
+    return bids[np.argsort(-flat[bids], kind="mergesort")]     # stable: ties by index
 
 
 @njit(cache=True)
@@ -237,16 +231,10 @@ def _fullest_first(free, node_type, t, need, cand, take):
         if node_type[v] == t and free[v] > 0:
             cand[k] = v
             k += 1
-    for a in range(1, k):                        # stable by free GPUs, descending
-        v = cand[a]
-        j = a - 1
-        while j >= 0 and free[cand[j]] < free[v]:
-            cand[j + 1] = cand[j]
-            j -= 1
-        cand[j + 1] = v
+    order = cand[:k][np.argsort(-free[cand[:k]], kind="mergesort")]   # stable: ties by node
     before = 0
     for a in range(k):
-        v = cand[a]
+        v = order[a]
         take[v] = min(free[v], max(need - before, 0))
         before += free[v]
 
