@@ -50,21 +50,53 @@ from .gavel_rounds import RoundClock, plan_from_owners, validate_runnable
 
 
 class Combination:
-    """One job, or two sharing GPUs: its members, per-type member rates, time received,
-    deficit and allocation."""
+    """One job, or two sharing GPUs: its members and per-type member rates; its time
+    received, deficit and allocation are row ``row`` of the policy's :class:`EntryTable`."""
 
-    __slots__ = ("jobs", "scale", "rates", "low", "time", "deficit", "alloc", "in_alloc")
+    __slots__ = ("jobs", "scale", "rates", "low", "row")
 
-    def __init__(self, jobs: tuple, scale: int, rates: np.ndarray, time0: float):
+    def __init__(self, jobs: tuple, scale: int, rates: np.ndarray):
         self.jobs = jobs                     # job ids, increasing
         self.scale = scale                   # GPUs (every member's scale factor)
         self.rates = rates                   # [types, members] iterations/s, 0 where none
         self.low = rates.min(axis=1)         # per type, the slowest member's rate
-        m = rates.shape[0]
-        self.time = np.full(m, time0)
-        self.deficit = np.zeros(m)
-        self.alloc = np.zeros(m)
-        self.in_alloc = False
+        self.row = -1
+
+
+class EntryTable:
+    """The combinations' per-type state, one row an entry in the entries' (Gavel's priority
+    dict's) order: time received, deficit, allocation and whether the last allocation covered
+    the entry, and, fixed, the slowest member's rate, the scale factor and the member job ids
+    (-1: a single's second), so that a round reads them without gathering them entry by entry."""
+
+    def __init__(self, m: int):
+        self.time, self.deficit, self.alloc = np.zeros((0, m)), np.zeros((0, m)), np.zeros((0, m))
+        self.in_alloc = np.zeros(0, bool)
+        self.low, self.scale, self.members = np.zeros((0, m)), np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
+
+    def append(self, added: list[Combination], time0: list[float]) -> None:
+        """New entries at the end (rows numbered on), each starting at its ``time0``."""
+        if not added:
+            return
+        m, k = self.time.shape[1], len(added)
+        for q, e in enumerate(added):
+            e.row = self.time.shape[0] + q
+        self.time = np.concatenate([self.time, np.repeat(np.asarray(time0, float)[:, None], m, axis=1)])
+        self.deficit = np.concatenate([self.deficit, np.zeros((k, m))])
+        self.alloc = np.concatenate([self.alloc, np.zeros((k, m))])
+        self.in_alloc = np.concatenate([self.in_alloc, np.zeros(k, bool)])
+        self.low = np.concatenate([self.low, np.array([e.low for e in added])])
+        self.scale = np.concatenate([self.scale, np.array([e.scale for e in added], np.int64)])
+        self.members = np.concatenate([self.members, np.array(
+            [e.jobs if len(e.jobs) == 2 else (e.jobs[0], -1) for e in added], np.int64)])
+
+    def keep(self, kept: list[Combination]) -> None:
+        """Only the rows of ``kept`` (in order), renumbered."""
+        rows = np.array([e.row for e in kept], np.int64)
+        for name in ("time", "deficit", "alloc", "in_alloc", "low", "scale", "members"):
+            setattr(self, name, getattr(self, name)[rows])
+        for q, e in enumerate(kept):
+            e.row = q
 
 
 class GavelPackingRounds(RoundClock):
@@ -77,6 +109,7 @@ class GavelPackingRounds(RoundClock):
     # -- per-run memory -------------------------------------------------------------
     def _reset_memory(self, n: int, m: int) -> None:
         self.entries: dict[tuple, Combination] = {}   # Gavel's priority-dict order
+        self.table = EntryTable(m)                    # their state, a row each, in that order
         self.members: list[int] = []                  # the job set, in joining order
         self.dispatched: dict[tuple, tuple[int, float]] = {}   # key -> (type, credit)
         self.previous: dict[tuple, tuple[int, tuple, tuple]] = {}  # key -> (type, nodes, counts)
@@ -126,7 +159,7 @@ class GavelPackingRounds(RoundClock):
         for key, (t, credit) in self.dispatched.items():
             entry = self.entries.get(key)
             if entry is not None:
-                entry.time[t] += credit
+                self.table.time[entry.row, t] += credit
                 self.worker_time[t] += credit
         self.dispatched = {}
 
@@ -134,6 +167,7 @@ class GavelPackingRounds(RoundClock):
         out = set(gone)
         self.members = [j for j in self.members if j not in out]
         self.entries = {k: e for k, e in self.entries.items() if not out.intersection(k)}
+        self.table.keep(list(self.entries.values()))
         self.need_update = True
 
     # -- the job set -------------------------------------------------------------------
@@ -144,15 +178,21 @@ class GavelPackingRounds(RoundClock):
             return
         validate_runnable(self.name, state, thr, new)
         half = self.time_per_round_s / 2.0
+        added, time0 = [], []
         for i in np.flatnonzero(new):
             j = int(state.active[i])
             scale = int(state.demand[i])
-            self.entries[(j,)] = Combination((j,), scale, thr[i][:, None].copy(), half)
+            self.entries[(j,)] = e = Combination((j,), scale, thr[i][:, None].copy())
+            added.append(e)
+            time0.append(half)
             for other in self.members:
                 if self.entries[(other,)].scale == scale:
                     key = (min(j, other), max(j, other))
-                    self.entries[key] = Combination(key, scale, self._pair_rates(state, key, scale), 0.0)
+                    self.entries[key] = e = Combination(key, scale, self._pair_rates(state, key, scale))
+                    added.append(e)
+                    time0.append(0.0)
             self.members.append(j)
+        self.table.append(added, time0)
         self.need_update = True
 
     def _pair_rates(self, state: SchedState, key: tuple, scale: int) -> np.ndarray:
@@ -173,18 +213,20 @@ class GavelPackingRounds(RoundClock):
             return
         elapsed = now - self.last_reset
         half = self.time_per_round_s / 2.0
-        for e in self.entries.values():
-            should = e.alloc * elapsed if e.in_alloc else 0.0
-            e.deficit += should - (e.time - half)
-            e.time[:] = half
-            e.in_alloc = False
+        tb = self.table
+        tb.deficit += np.where(tb.in_alloc[:, None], tb.alloc * elapsed, 0.0) - (tb.time - half)
+        tb.time[:] = half
+        tb.in_alloc[:] = False
         self.worker_time[:] = len(self.entries) * half
         self.last_reset = now
         if self.entries:
             x = self.allocation(state, self.entries, thr)
-            for key, e in self.entries.items():
-                e.alloc = np.asarray(x[key], float) if key in x else np.zeros(len(self.worker_time))
-                e.in_alloc = True
+            tb.alloc[:] = 0.0
+            for key, row in x.items():
+                e = self.entries.get(key)
+                if e is not None:
+                    tb.alloc[e.row] = np.asarray(row, float)
+            tb.in_alloc[:] = True
         self.need_update = False
         self.resets += 1
 
@@ -202,23 +244,19 @@ class GavelPackingRounds(RoundClock):
         """Gavel's greedy pick: (key, type) of each combination to run this round."""
         c = state.cluster
         left = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types)).astype(np.int64)
-        entries = list(self.entries.values())
-        if not entries:
+        if not self.entries:
             return []
-        time = np.array([e.time for e in entries])
-        deficit = np.array([e.deficit for e in entries])
-        in_alloc = np.array([e.in_alloc for e in entries], bool)
-        alloc = np.where(in_alloc[:, None], np.array([e.alloc for e in entries]), 0.0)
-        low = np.array([e.low for e in entries])
-        scale = np.array([e.scale for e in entries])
+        tb = self.table
+        time, deficit, in_alloc, low = tb.time, tb.deficit, tb.in_alloc, tb.low
+        alloc = np.where(in_alloc[:, None], tb.alloc, 0.0)
         m = len(c.gpu_types)
-        queues = np.empty((m, len(entries)), np.int64)
+        queues = np.empty((m, len(self.entries)), np.int64)
         for t in range(m):
             prio = self._priorities(time[:, t], alloc[:, t], in_alloc & (low[:, t] != 0), t)
             queues[t] = np.lexsort((-alloc[:, t], -deficit[:, t], -prio))
-        members = np.array([e.jobs if len(e.jobs) == 2 else (e.jobs[0], -1) for e in entries], np.int64)
-        picked, types = pick_combinations(queues, low, scale, members, left, len(state.jobs))
-        return [(entries[i].jobs, t) for i, t in zip(picked.tolist(), types.tolist())]
+        picked, types = pick_combinations(queues, low, tb.scale, tb.members, left, len(state.jobs))
+        keys = list(self.entries)
+        return [(keys[i], t) for i, t in zip(picked.tolist(), types.tolist())]
 
     def _assign(self, state: SchedState, chosen) -> list[tuple[tuple, int, list]]:
         """Servers for the chosen combinations, type by type, largest first, lease extension
@@ -243,7 +281,7 @@ class GavelPackingRounds(RoundClock):
                         self.lease_extensions += 1
                         out.append((k, t, list(zip(prev[1], prev[2]))))
                 for k in batch:
-                    if k in kept or not self.entries[k].in_alloc:
+                    if k in kept or not self.table.in_alloc[self.entries[k].row]:
                         continue
                     need, where = scale, []
                     while need and ptr < servers.size:
