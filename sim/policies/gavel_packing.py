@@ -53,13 +53,12 @@ class Combination:
     """One job, or two sharing GPUs: its members and per-type member rates; its time
     received, deficit and allocation are row ``row`` of the policy's :class:`EntryTable`."""
 
-    __slots__ = ("jobs", "scale", "rates", "low", "row")
+    __slots__ = ("jobs", "scale", "rates", "row")
 
     def __init__(self, jobs: tuple, scale: int, rates: np.ndarray):
         self.jobs = jobs                     # job ids, increasing
         self.scale = scale                   # GPUs (every member's scale factor)
         self.rates = rates                   # [types, members] iterations/s, 0 where none
-        self.low = rates.min(axis=1)         # per type, the slowest member's rate
         self.row = -1
 
 
@@ -85,7 +84,7 @@ class EntryTable:
         self.deficit = np.concatenate([self.deficit, np.zeros((k, m))])
         self.alloc = np.concatenate([self.alloc, np.zeros((k, m))])
         self.in_alloc = np.concatenate([self.in_alloc, np.zeros(k, bool)])
-        self.low = np.concatenate([self.low, np.array([e.low for e in added])])
+        self.low = np.concatenate([self.low, np.array([e.rates.min(axis=1) for e in added])])
         self.scale = np.concatenate([self.scale, np.array([e.scale for e in added], np.int64)])
         self.members = np.concatenate([self.members, np.array(
             [e.jobs if len(e.jobs) == 2 else (e.jobs[0], -1) for e in added], np.int64)])
@@ -243,7 +242,6 @@ class GavelPackingRounds(RoundClock):
     def _select(self, state: SchedState) -> list[tuple[tuple, int]]:
         """Gavel's greedy pick: (key, type) of each combination to run this round."""
         c = state.cluster
-        left = np.bincount(c.node_type, weights=c.node_gpus, minlength=len(c.gpu_types)).astype(np.int64)
         if not self.entries:
             return []
         tb = self.table
@@ -254,7 +252,8 @@ class GavelPackingRounds(RoundClock):
         for t in range(m):
             prio = self._priorities(time[:, t], alloc[:, t], in_alloc & (low[:, t] != 0), t)
             queues[t] = np.lexsort((-alloc[:, t], -deficit[:, t], -prio))
-        picked, types = pick_combinations(queues, low, tb.scale, tb.members, left, len(state.jobs))
+        picked, types = pick_combinations(queues, low, tb.scale, tb.members, c.gpus_per_type(),
+                                          len(state.jobs))
         keys = list(self.entries)
         return [(keys[i], t) for i, t in zip(picked.tolist(), types.tolist())]
 
