@@ -68,3 +68,46 @@ def tournament_reference(rank, crowd, f, n, rng):
     return np.where(le, a, np.where(ge, b, np.where(crowd[a] > crowd[b], a,
                                                     np.where(crowd[b] > crowd[a], b,
                                                              np.where(rng.random(n) < 0.5, a, b)))))
+
+
+# -- NSGA-II's survival keys: the numpy code pollux_kernels.survival_keys replaced in
+# pollux_search._survive
+def _fronts_reference(f):
+    le = np.all(f[:, None, :] <= f[None, :, :], axis=2)
+    lt = np.any(f[:, None, :] < f[None, :, :], axis=2)
+    dom = le & lt                                  # dom[a, b]: a dominates b
+    rank = np.full(f.shape[0], -1)
+    count = dom.sum(axis=0)                        # how many dominate each
+    cur = count == 0
+    r = 0
+    while cur.any():
+        rank[cur] = r
+        count = count - dom[cur].sum(axis=0)
+        count[rank >= 0] = -1
+        cur = count == 0
+        r += 1
+    return rank
+
+
+def _crowding_reference(f):
+    n = f.shape[0]
+    if n <= 2:
+        return np.full(n, np.inf)
+    d = np.zeros(n)
+    for k in range(f.shape[1]):
+        o = np.argsort(f[:, k], kind="stable")
+        span = f[o[-1], k] - f[o[0], k]
+        d[o[0]] = d[o[-1]] = np.inf
+        if span > 0:
+            d[o[1:-1]] += (f[o[2:], k] - f[o[:-2], k]) / span
+    return d
+
+
+def survival_keys_reference(f):
+    """(non-domination rank, crowding distance within the rank's front) of each row of ``f``."""
+    rank = _fronts_reference(f)
+    crowd = np.zeros(f.shape[0])
+    for r in np.unique(rank):
+        sel = rank == r
+        crowd[sel] = _crowding_reference(f[sel])
+    return rank, crowd

@@ -1,5 +1,6 @@
 """Numba kernels of the Pollux searches: our count DP (:func:`sim.policies.pollux_search.dp_search`)
-and the deterministic parts of the authors' NSGA-II operators (end of the module).
+and the deterministic parts of the authors' NSGA-II: its operators and its survival's ranks and
+crowding distances (end of the module).
 
 The DP chooses each job's GPU count minimising ``sum_j v[j, r_j]`` under the cluster's GPUs: a
 knapsack over jobs in order, ``f_k[a] = min_r f_{k-1}[a - r] + v[k, r]`` (``f_0 = 0``: ``f[a]``
@@ -87,6 +88,26 @@ def _dp_counts(v, g):
 # the same generator state after).  States are int64 [P, J, N].
 
 @njit(cache=True)
+def _before(a, b):
+    """NumPy's sort order of floats: ``a < b``, NaN after every number."""
+    return a < b or (b != b and a == a)
+
+
+@njit(cache=True)
+def _insertion_argsort(x, order):
+    """``order`` = the positions of ``x`` by increasing value, NaN last, ties in position order
+    (a stable insertion sort: ``np.argsort(x, kind="stable")``, and ``np.argsort(x)`` where the
+    values are distinct, as the repair's uniform draws are)."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        q = i
+        while q > 0 and _before(v, x[order[q - 1]]):
+            order[q] = order[q - 1]
+            q -= 1
+        order[q] = i
+
+
+@njit(cache=True)
 def repair_states(s, shuffle_u, max_replicas, capacity, max_nodes, avoid):
     """The repair, in place on ``s`` (a copy): one distributed job per node (``avoid``: once a
     node holds a second distributed job, that job's and every later job's GPUs there are
@@ -96,6 +117,7 @@ def repair_states(s, shuffle_u, max_replicas, capacity, max_nodes, avoid):
     P, J, N = s.shape
     taken = np.zeros(N, np.int64)
     run = np.empty(N, np.int64)
+    order = np.empty(N, np.int64)
     for p in range(P):
         if avoid:
             taken[:] = 0
@@ -109,7 +131,7 @@ def repair_states(s, shuffle_u, max_replicas, capacity, max_nodes, avoid):
                     if taken[n] > 1:                # from the second distributed job on a node
                         s[p, j, n] = 0              # on, every later job's GPUs there go
         for j in range(J):
-            order = np.argsort(shuffle_u[p, j])
+            _insertion_argsort(shuffle_u[p, j], order)
             total = 0
             used = 0
             nodes = 0
@@ -196,3 +218,73 @@ def tournament_pick(a, b, u, crowd, f):
         else:
             out[i] = x if u[i] < 0.5 else y
     return out
+
+
+# -- NSGA-II's survival: non-domination ranks and crowding distances --------------------------------
+@njit(cache=True)
+def survival_keys(f):
+    """(rank, crowding) of each row of the objectives ``f`` [n, k] (minimised): the rank of its
+    non-domination front (0 first; a row dominates another when no objective is larger and one is
+    smaller), and its crowding distance within its front (inf at each objective's ends and in
+    fronts of at most two rows; else the sum over objectives of the gap between its neighbours
+    divided by the front's span, objectives in order).  The arithmetic of the numpy code it
+    replaced (tests/reference_pollux_search.py), bit for bit."""
+    n, k = f.shape
+    dom = np.zeros((n, n), np.bool_)
+    count = np.zeros(n, np.int64)
+    for a in range(n):
+        for b in range(n):
+            le = True
+            lt = False
+            for c in range(k):
+                if not f[a, c] <= f[b, c]:
+                    le = False
+                if f[a, c] < f[b, c]:
+                    lt = True
+            if le and lt:
+                dom[a, b] = True
+                count[b] += 1
+    rank = np.full(n, -1, np.int64)
+    r = 0
+    cur = count == 0
+    while cur.any():
+        for a in range(n):
+            if cur[a]:
+                rank[a] = r
+        for a in range(n):
+            if cur[a]:
+                for b in range(n):
+                    count[b] -= dom[a, b]
+        for a in range(n):
+            if rank[a] >= 0:
+                count[a] = -1
+        cur = count == 0
+        r += 1
+    crowd = np.zeros(n)
+    members = np.empty(n, np.int64)
+    col = np.empty(n)
+    order = np.empty(n, np.int64)
+    for front in range(-1, r):
+        m = 0
+        for a in range(n):
+            if rank[a] == front:
+                members[m] = a
+                m += 1
+        if m <= 2:
+            for q in range(m):
+                crowd[members[q]] = np.inf
+            continue
+        for q in range(m):
+            crowd[members[q]] = 0.0
+        for c in range(k):
+            for q in range(m):
+                col[q] = f[members[q], c]
+            o = order[:m]
+            _insertion_argsort(col[:m], o)
+            span = col[o[m - 1]] - col[o[0]]
+            crowd[members[o[0]]] = np.inf
+            crowd[members[o[m - 1]]] = np.inf
+            if span > 0:
+                for q in range(1, m - 1):
+                    crowd[members[o[q]]] += (col[o[q + 1]] - col[o[q - 1]]) / span
+    return rank, crowd

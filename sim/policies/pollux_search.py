@@ -20,9 +20,10 @@ Two searches:
   default to theirs (100, 100); the population is seeded with the previous round's Pareto set
   (rows carried over by position among the jobs still active, as theirs; ``prev_match="job"``
   matches them by job) or the current allocation; the answer is the Pareto member of best mean.
-  The operators' arithmetic (repair, mutation's resets and probabilities, the tournament) runs
-  in Numba kernels (:mod:`.pollux_kernels`); their random draws stay with numpy's Generator,
-  the same draws in the same order as the authors' numpy expressions.
+  The operators' arithmetic (repair, mutation's resets and probabilities, the tournament) and
+  the survival's non-domination ranks and crowding distances run in Numba kernels
+  (:mod:`.pollux_kernels`); the random draws stay with numpy's Generator, the same draws in the
+  same order as the authors' numpy expressions.
 * :func:`dp_search` (ours): the best GPU count per job by dynamic programming over jobs and
   GPUs (a knapsack: the power mean with ``p = -1`` is a sum of ``1 / (s + 1e-3)`` to minimise),
   each job either keeping its allocation or taking ``r`` GPUs packed on ``ceil(r / per_node)``
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from .pollux_kernels import dp_counts, mutation_base, repair_states, tournament_pick
+from .pollux_kernels import dp_counts, mutation_base, repair_states, survival_keys, tournament_pick
 
 __all__ = ["PolluxProblem", "PolluxSearch", "nsga2", "dp_search", "restart_factor", "FITNESS_P", "FITNESS_EPS",
            "MAX_NODES_PER_JOB", "POPULATION", "GENERATIONS", "SEARCHES", "PREV_MATCHES", "PREV_MATCH",
@@ -135,44 +136,8 @@ class PolluxProblem:
 
 
 # -- NSGA-II -----------------------------------------------------------------
-def _fronts(f: np.ndarray) -> np.ndarray:
-    """Non-domination rank of each row of ``f`` (minimisation)."""
-    le = np.all(f[:, None, :] <= f[None, :, :], axis=2)
-    lt = np.any(f[:, None, :] < f[None, :, :], axis=2)
-    dom = le & lt                                  # dom[a, b]: a dominates b
-    rank = np.full(f.shape[0], -1)
-    count = dom.sum(axis=0)                        # how many dominate each
-    cur = count == 0
-    r = 0
-    while cur.any():
-        rank[cur] = r
-        count = count - dom[cur].sum(axis=0)
-        count[rank >= 0] = -1
-        cur = count == 0
-        r += 1
-    return rank
-
-
-def _crowding(f: np.ndarray) -> np.ndarray:
-    n = f.shape[0]
-    if n <= 2:
-        return np.full(n, np.inf)
-    d = np.zeros(n)
-    for k in range(f.shape[1]):
-        o = np.argsort(f[:, k], kind="stable")
-        span = f[o[-1], k] - f[o[0], k]
-        d[o[0]] = d[o[-1]] = np.inf
-        if span > 0:
-            d[o[1:-1]] += (f[o[2:], k] - f[o[:-2], k]) / span
-    return d
-
-
 def _survive(f: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    rank = _fronts(f)
-    crowd = np.zeros(f.shape[0])
-    for r in np.unique(rank):
-        sel = rank == r
-        crowd[sel] = _crowding(f[sel])
+    rank, crowd = survival_keys(np.ascontiguousarray(f, np.float64))
     order = np.lexsort((-crowd, rank))[:size]
     return order, rank[order], crowd[order]
 
@@ -202,10 +167,16 @@ def _objectives(problem: PolluxProblem, states: np.ndarray) -> np.ndarray:
     return np.column_stack([-mean, -util])
 
 
+def _row_keys(states: np.ndarray) -> list[bytes]:
+    """Each state's bytes (its ``tobytes()``), sliced from one copy of the whole array."""
+    flat = np.ascontiguousarray(states).tobytes()
+    w = states[0].nbytes if states.shape[0] else 0
+    return [flat[i * w:(i + 1) * w] for i in range(states.shape[0])]
+
+
 def _unique_new(cand: np.ndarray, seen: set) -> list[int]:
     out = []
-    for i, s in enumerate(cand):
-        key = s.tobytes()
+    for i, key in enumerate(_row_keys(cand)):
         if key not in seen:
             seen.add(key)
             out.append(i)
@@ -226,7 +197,7 @@ def nsga2(problem: PolluxProblem, init: np.ndarray, rng: np.random.Generator,
     for _ in range(generations - 1):
         kids = []
         n_kids = 0
-        seen = {s.tobytes() for s in pop}
+        seen = set(_row_keys(pop))
         for _try in range(MAX_MATING_TRIES):
             cand = _mate(problem, pop, rank, crowd, f, -(-(population - n_kids) // 2), rng)
             new = cand[_unique_new(cand, seen)]
