@@ -325,9 +325,9 @@ def test_tournament_competitors_are_whole_permutations(seed, size, rounds):
 @given(seed=st.integers(0, 2 ** 32 - 1), max_nodes=st.integers(0, 5), avoid=st.booleans())
 def test_repair_kernel_caps_nodes_per_job_as_the_numpy_repair(seed, max_nodes, avoid):
     """The node cap reached (MAX_NODES_PER_JOB = 16 rarely binds in the operator test): a small
-    cap, many one-GPU entries, replica caps from -2 (nothing) to 60, nodes of 0-8 GPUs."""
+    cap, many one-GPU entries, replica caps from -2 (nothing) to 60, nodes of 0-8 GPUs, 1-40 nodes."""
     rng = np.random.default_rng(seed)
-    p, j, n = rng.integers(1, 4), rng.integers(0, 6), rng.integers(1, 24)
+    p, j, n = rng.integers(1, 4), rng.integers(0, 6), rng.integers(1, 41)
     capacity = rng.integers(0, 9, n)
     capacity[0] = max(capacity[0], 1)                 # the problem's scale needs some GPUs
     problem = PolluxProblem(np.zeros((j, 2, 2)), np.zeros((j, n), np.int64), capacity,

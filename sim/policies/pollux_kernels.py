@@ -94,17 +94,18 @@ def _before(a, b):
 
 
 @njit(cache=True)
-def _insertion_argsort(x, order):
-    """``order`` = the positions of ``x`` by increasing value, NaN last, ties in position order
-    (a stable insertion sort: ``np.argsort(x, kind="stable")``, and ``np.argsort(x)`` where the
-    values are distinct, as the repair's uniform draws are)."""
-    for i in range(x.shape[0]):
-        v = x[i]
+def _insertion_sort_by(key, idx):
+    """``idx`` (positions into ``key``, increasing) reordered by increasing ``key``, NaN last,
+    ties in position order: a stable insertion sort, so ``idx[np.argsort(key[idx],
+    kind="stable")]``, and ``np.argsort``'s order wherever the keys are distinct (the repair's
+    uniform draws)."""
+    for i in range(1, idx.shape[0]):
+        v = idx[i]
         q = i
-        while q > 0 and _before(v, x[order[q - 1]]):
-            order[q] = order[q - 1]
+        while q > 0 and _before(key[v], key[idx[q - 1]]):
+            idx[q] = idx[q - 1]
             q -= 1
-        order[q] = i
+        idx[q] = v
 
 
 @njit(cache=True)
@@ -116,8 +117,7 @@ def repair_states(s, shuffle_u, max_replicas, capacity, max_nodes, avoid):
     GPUs and ``max_nodes`` nodes, then per node, over jobs in order, at most ``capacity[n]``."""
     P, J, N = s.shape
     taken = np.zeros(N, np.int64)
-    run = np.empty(N, np.int64)
-    order = np.empty(N, np.int64)
+    nz = np.empty(N, np.int64)
     for p in range(P):
         if avoid:
             taken[:] = 0
@@ -131,14 +131,20 @@ def repair_states(s, shuffle_u, max_replicas, capacity, max_nodes, avoid):
                     if taken[n] > 1:                # from the second distributed job on a node
                         s[p, j, n] = 0              # on, every later job's GPUs there go
         for j in range(J):
-            _insertion_argsort(shuffle_u[p, j], order)
+            # only a job's nonzero entries change its running sums, so they alone are visited,
+            # in the order argsort(shuffle_u[p, j]) gives them (zeros stay zero)
+            m = 0
+            for n in range(N):
+                if s[p, j, n] != 0:
+                    nz[m] = n
+                    m += 1
+            _insertion_sort_by(shuffle_u[p, j], nz[:m])
             total = 0
             used = 0
             nodes = 0
-            for q in range(N):
-                n = order[q]
-                v = s[p, j, n]
-                total += v
+            for q in range(m):
+                n = nz[q]
+                total += s[p, j, n]
                 cap = min(total, max_replicas[j])
                 out = cap - used
                 used = cap
@@ -148,9 +154,7 @@ def repair_states(s, shuffle_u, max_replicas, capacity, max_nodes, avoid):
                         out = 0
                 else:
                     out = 0
-                run[n] = out
-            for n in range(N):
-                s[p, j, n] = run[n]
+                s[p, j, n] = out
         for n in range(N):
             total = 0
             used = 0
@@ -280,7 +284,9 @@ def survival_keys(f):
             for q in range(m):
                 col[q] = f[members[q], c]
             o = order[:m]
-            _insertion_argsort(col[:m], o)
+            for q in range(m):
+                o[q] = q
+            _insertion_sort_by(col, o)
             span = col[o[m - 1]] - col[o[0]]
             crowd[members[o[0]]] = np.inf
             crowd[members[o[m - 1]]] = np.inf
