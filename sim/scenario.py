@@ -14,7 +14,7 @@ from .cluster import Cluster
 from .engine import EngineConfig, SimResult, simulate
 from .errors import ConfigError
 from .fsio import atomic_write_text, ensure_out_dir
-from .goodput.workload import is_pollux_workload, read_goodput_workload
+from .goodput.workload import PROFILE_KINDS, is_pollux_workload, profile_kind, read_goodput_workload
 from .jobs import JobTable
 from .learning.workload import learning_workload, learning_world
 from .limits import clip
@@ -57,6 +57,9 @@ class Scenario:
     learning: bool = False
     #: network interference slowdown of a Pollux/Sia workload (GoodputOracle.interference)
     interference: float = 0.0
+    #: which shared profiles a Pollux/Sia workload runs with, "pollux" or "sia" (None: "sia" for a
+    #: file under a folder named sia, else "pollux": sim.goodput.workload.profile_kind)
+    goodput_profiles: str | None = None
     #: a job's first start pays its restart delay too (EngineConfig.first_start_delay; None:
     #: each policy's own, on for the goodput family)
     first_start_delay: bool | None = None
@@ -67,9 +70,25 @@ class Scenario:
     def __post_init__(self):
         if self.learning and self.workload != "generate" and self.trace_format not in (None, "jobs"):
             self._not_for_learning(self.trace_format)
-        if self.interference and (self.workload == "generate" or not is_pollux_workload(self.workload)):
-            raise ConfigError(f"--interference applies to Pollux/Sia workloads (goodput jobs), not "
-                              f"{clip(repr(self.workload))}")
+        goodput_options = (("--interference", self.interference), ("--goodput-profiles", self.goodput_profiles))
+        for option, value in goodput_options:
+            if value and not self.goodput_workload():
+                raise ConfigError(f"{option} applies to Pollux/Sia workloads (goodput jobs), not "
+                                  f"{clip(repr(self.workload))}")
+        if self.goodput_profiles not in (None, *PROFILE_KINDS):
+            raise ConfigError(f"--goodput-profiles must be one of {', '.join(PROFILE_KINDS)}, got "
+                              f"{clip(repr(self.goodput_profiles))}")
+
+    def goodput_workload(self) -> bool:
+        """Is the workload a Pollux/Sia workload CSV (goodput jobs on their profiles)?"""
+        return self.workload != "generate" and is_pollux_workload(self.workload)
+
+    def profile_kind(self) -> tuple[str, str]:
+        """(the profiles a goodput workload runs with, why: the option or the file's folder)."""
+        if self.goodput_profiles:
+            return self.goodput_profiles, "--goodput-profiles"
+        kind = profile_kind(self.workload)
+        return kind, "a folder named sia in its path" if kind == "sia" else "no folder named sia in its path"
 
     def _not_for_learning(self, fmt: str):
         raise ConfigError(f"--learning runs time-to-accuracy jobs of --workload generate or of a "
@@ -80,7 +99,7 @@ class Scenario:
         """The cluster, the workload and the oracle.  A trace file runs its recorded run times
         (:func:`sim.traces.read_workload`) unless ``throughputs`` names an oracle."""
         cluster, table, oracle = self._build()
-        if not (self.workload != "generate" and is_pollux_workload(self.workload)):
+        if not self.goodput_workload():
             mixing = all(getattr(get_policy(p), "rate_model", None) is not None for p in self.policies)
             table = table.validate_against(cluster, skip_invalid=self.skip_invalid, oracle=oracle,
                                            mixing=mixing)
@@ -93,8 +112,9 @@ class Scenario:
             fmt = self.trace_format or detect_format(self.workload)
             if fmt != "jobs":
                 self._not_for_learning(fmt)
-        if self.workload != "generate" and is_pollux_workload(self.workload):
-            table, goodput_oracle = read_goodput_workload(self.workload, interference=self.interference)
+        if self.goodput_workload():
+            table, goodput_oracle = read_goodput_workload(self.workload, interference=self.interference,
+                                                          kind=self.profile_kind()[0])
             if self.throughputs:
                 goodput_oracle = _oracle(self.throughputs, cluster, self.multi_server)
             return cluster, table, goodput_oracle

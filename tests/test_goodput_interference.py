@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from goodput_helpers import write_profile, write_workload
+from goodput_helpers import random_rows, write_profile, write_workload
 from sim.cluster import cluster_from_groups
 from sim.engine import simulate
 from sim.errors import ConfigError
@@ -122,3 +122,34 @@ def test_interference_outside_0_1_is_an_error(tmp_path, x):
 def test_interference_needs_a_goodput_workload():
     with pytest.raises(ConfigError, match="--interference applies to Pollux/Sia workloads"):
         Scenario(workload="generate", interference=0.25)
+
+
+# -- which profiles a goodput workload runs with ------------------------------------------------------
+def _toy_under_sia(tmp_path, monkeypatch):
+    """A toy workload in a folder named sia, the toy profile as the shared Pollux profiles."""
+    write_profile(tmp_path / "data" / "profiles" / "pollux")
+    monkeypatch.setenv("CLUSTERSIM_SHARED_DATA", str(tmp_path / "data"))
+    (tmp_path / "sia").mkdir()
+    return write_workload(tmp_path / "sia" / "w.csv", random_rows(6, 0))
+
+
+def test_goodput_profiles_option_overrides_the_folder_rule(tmp_path, monkeypatch, capsys):
+    from sim.cli import main
+    wl = _toy_under_sia(tmp_path, monkeypatch)
+    assert Scenario(workload=str(wl)).profile_kind() == ("sia", "a folder named sia in its path")
+    sc = Scenario(cluster="uniform:nodes=2,gpus=4,type=t4", workload=str(wl), policies=("pollux-tiresias",),
+                  goodput_profiles="pollux")
+    assert sc.profile_kind() == ("pollux", "--goodput-profiles")
+    _, table, oracle = sc.build()
+    assert len(table) == 6 and oracle.models == ("toy",) and not oracle.typed
+    assert main(["run", "--cluster", "uniform:nodes=2,gpus=4,type=t4", "--workload", str(wl), "--policy",
+                 "pollux-tiresias", "--goodput-profiles", "pollux", "--no-progress"]) == 0
+    assert f"workload: 6 jobs ({wl}, pollux profiles: --goodput-profiles)" in capsys.readouterr().out
+
+
+def test_goodput_profiles_option_is_checked(tmp_path, monkeypatch):
+    wl = _toy_under_sia(tmp_path, monkeypatch)
+    with pytest.raises(ConfigError, match="--goodput-profiles must be one of pollux, sia"):
+        Scenario(workload=str(wl), goodput_profiles="t4")
+    with pytest.raises(ConfigError, match="--goodput-profiles applies to Pollux/Sia workloads"):
+        Scenario(workload="generate", goodput_profiles="pollux")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..fsio import stdout_to_stderr
+from ..goodput.workload import PROFILE_KINDS
 from ..metrics import SUMMARY_KEYS, compare_table, summary
 from ..placement import DEFAULT_TYPE_CHOICE, TYPE_CHOICES
 from ..scenario import DEFAULT_CLUSTER, DEFAULT_JOBS, DEFAULT_LOAD, DEFAULT_POLICIES, Scenario, jsonable
@@ -66,6 +67,10 @@ def register(sub) -> None:
                      help="Pollux/Sia workloads: goodput slowdown in [0, 1) of a distributed job "
                           "sharing a node with another distributed job (the Pollux simulator's "
                           "--interference; default 0)")
+    run.add_argument("--goodput-profiles", choices=PROFILE_KINDS, default=None,
+                     help="Pollux/Sia workloads: run on the Pollux profiles (one per application, "
+                          "measured on T4s) or Sia's per-GPU-type profiles (default: sia for a file "
+                          "under a folder named sia, as the shared workloads/sia/..., else pollux)")
     run.add_argument("--throughputs", default=None,
                      help="'replay' (trace jobs run their recorded time), a Gavel-format "
                           "throughput JSON, or a calib.toml from clustersim calibrate")
@@ -106,7 +111,8 @@ def _run(args) -> None:
                   skip_invalid=args.skip_invalid,
                   progress=not args.no_progress and sys.stderr.isatty(),
                   policy_params=parse_policy_params(args.param), learning=args.learning,
-                  interference=args.interference, first_start_delay=None if args.first_start_delay is None
+                  interference=args.interference, goodput_profiles=args.goodput_profiles,
+                  first_start_delay=None if args.first_start_delay is None
                   else args.first_start_delay == "on", round_origin=args.round_origin)
     check_seed(args.seed, "--seed")
     sc.engine_config()                     # bad --round / --restart-delay: fail before any work
@@ -117,6 +123,9 @@ def _run(args) -> None:
     print(f"cluster: {cluster.describe()}", file=info)
     kind = f"{args.workload}, learning: {_learning_kind(args.workload, table)}" if args.learning \
         else args.workload
+    if sc.goodput_workload():
+        profiles, why = sc.profile_kind()
+        kind += f", {profiles} profiles: {why}"
     print(f"workload: {len(table)} jobs ({kind}), seed {args.seed}", file=info)
     if args.learning:
         oracles = [n for n, p in policies.items() if getattr(p, "clairvoyant", False)]

@@ -18,7 +18,7 @@ from .oracle import POLLUX_RESTART_S, GoodputOracle
 from .profiles import Application, shared_profiles_dir
 from .sia_profiles import SIA_RESTART_S, SIA_SLOWDOWNS, load_sia_applications
 
-__all__ = ["is_pollux_workload", "read_goodput_workload", "profile_kind"]
+__all__ = ["is_pollux_workload", "read_goodput_workload", "profile_kind", "PROFILE_KINDS"]
 
 _HEADER = {"time", "application", "num_replicas"}
 
@@ -54,6 +54,9 @@ def _applications(rows, path: Path, root: Path) -> dict[str, Application]:
     return {n: Application.load(root / n) for n in names}
 
 
+PROFILE_KINDS = ("pollux", "sia")   #: the shared profile sets a goodput workload can run with
+
+
 def profile_kind(path) -> str:
     """``"sia"`` for a workload under a ``sia`` folder (``workloads/sia/saturn/...``), else
     ``"pollux"``: which shared profiles it runs with."""
@@ -69,7 +72,7 @@ def read_goodput_workload(path, profiles=None, restart_s=None, kind: str | None 
     :attr:`GoodputOracle.interference`."""
     path = Path(path)
     kind = kind or profile_kind(path)
-    if kind not in ("pollux", "sia"):
+    if kind not in PROFILE_KINDS:
         raise ConfigError(f"workload {path}: profile kind must be 'pollux' or 'sia', got {kind!r}")
     root = Path(profiles) if profiles is not None else shared_profiles_dir(kind)
     if root is None or not root.is_dir():
