@@ -1,10 +1,11 @@
 """Is our sia-pollux different from the Sia simulator's Pollux, workload by workload?
 (docs/goodput.md, "Several runs a workload").
 
-    python scalability/sia_pollux_tests.py [--search dp] [--out results.json]
+    python scalability/sia_pollux_tests.py [--search dp|nsga2pos] [--seeds 0,1,2,3,4] [--out results.json]
 
 Reads the recorded runs (scalability/results/sia_fidelity/sia_pollux_draws*.json: every run of
-theirs, each session's file listing all runs up to it; ours at seeds 0-4) and, per workload,
+theirs, each session's file listing all runs up to it; ours at the given seeds, 0-4 by default,
+gathered over the files) and, per workload,
 compares our mean with theirs by Welch's t-test (our seeds against their runs; no test where
 they have one run), then adjusts the p-values for the number of workloads tested
 (:func:`sim.stats.holm`).  Prints one row per workload and the pooled ratio (ours / theirs,
@@ -23,31 +24,38 @@ from sim.stats import holm, paired_ratio_ci
 
 RESULTS = Path(__file__).resolve().parent / "results" / "sia_fidelity"
 #: oldest first: a later file's ``theirs_draws`` lists every run of theirs up to it
-FILES = ["sia_pollux_draws.json", "sia_pollux_draws_s28.json", "sia_pollux_draws_s29.json"]
+FILES = ["sia_pollux_draws.json", "sia_pollux_draws_s28.json", "sia_pollux_draws_s29.json",
+         "sia_pollux_draws_s34.json"]
 
 
-def runs(search: str) -> dict[str, tuple[list[float], list[float]]]:
-    """workload -> (our avg JCTs over seeds 0-4, their avg JCTs), seconds."""
+def runs(search: str, seeds: list[int]) -> dict[str, tuple[list[float], list[float]]]:
+    """workload -> (our avg JCTs over ``seeds``, their avg JCTs), seconds; our runs of one
+    workload may lie in several files."""
     theirs: dict[str, list[float]] = {}
-    ours: dict[str, list[float]] = {}
+    ours: dict[str, dict[str, dict]] = {}
     for name in FILES:
         for workload, rec in json.loads((RESULTS / name).read_text())["workloads"].items():
             if rec.get("theirs_draws"):
                 theirs[workload] = [d["avg_jct_s"] for d in rec["theirs_draws"]]
-            seeds = [rec.get("ours", {}).get(f"{search}_seed{s}") for s in range(5)]
-            if all(seeds):
-                ours[workload] = [r["avg_jct_s"] for r in seeds]
-    return {w: (ours[w], theirs[w]) for w in ours if w in theirs}
+            ours.setdefault(workload, {}).update(rec.get("ours", {}))
+    table = {}
+    for workload, mine in ours.items():
+        picked = [mine.get(f"{search}_seed{s}") for s in seeds]
+        if all(picked) and workload in theirs:
+            table[workload] = ([r["avg_jct_s"] for r in picked], theirs[workload])
+    return table
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--search", default="dp", help="our search whose five seeds are compared")
+    ap.add_argument("--search", default="dp", help="our search whose seeds are compared (dp, nsga2pos)")
+    ap.add_argument("--seeds", default="0,1,2,3,4", help="our seeds (comma list) every workload must have")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    table = runs(args.search)
+    seeds = [int(x) for x in args.seeds.split(",")]
+    table = runs(args.search, seeds)
     if not table:
-        raise SystemExit(f"no workload has our {args.search} seeds 0-4 and runs of theirs in "
+        raise SystemExit(f"no workload has our {args.search} seeds {args.seeds} and runs of theirs in "
                          f"{', '.join(FILES)}")
     names = sorted(table, key=lambda w: (w.split("/")[0], int(w.rsplit("-", 1)[1])))
     pvals = [stats.ttest_ind(*table[w], equal_var=False).pvalue if len(table[w][1]) > 1
@@ -68,7 +76,7 @@ def main() -> None:
           f"{sum(p == p for p in pvals)} tested, {sum(a < 0.05 for a in adjusted if a == a)} "
           "different at 0.05 after Holm")
     if args.out:
-        args.out.write_text(json.dumps({"search": args.search, "rows": rows,
+        args.out.write_text(json.dumps({"search": args.search, "seeds": seeds, "rows": rows,
                                         "pooled": [pooled.ratio, pooled.low, pooled.high]},
                                        indent=1) + "\n")
 
