@@ -233,9 +233,26 @@ def survival_keys(f):
     fronts of at most two rows; else the sum over objectives of the gap between its neighbours
     divided by the front's span, objectives in order).  The arithmetic of the numpy code it
     replaced (tests/reference_pollux_search.py), bit for bit."""
+    rank, fronts = _domination_ranks(f)
+    crowd = np.zeros(f.shape[0])
+    members = np.empty(f.shape[0], np.int64)
+    for front in range(-1, fronts):                # -1: rows no front reached (none in practice)
+        m = 0
+        for a in range(f.shape[0]):
+            if rank[a] == front:
+                members[m] = a
+                m += 1
+        _crowding(f, members[:m], crowd)
+    return rank, crowd
+
+
+@njit(cache=True)
+def _domination_ranks(f):
+    """(each row's front, the number of fronts): fronts peeled off in turn, each the rows that no
+    row left dominates."""
     n, k = f.shape
     dom = np.zeros((n, n), np.bool_)
-    count = np.zeros(n, np.int64)
+    count = np.zeros(n, np.int64)                  # how many rows dominate each
     for a in range(n):
         for b in range(n):
             le = True
@@ -255,8 +272,6 @@ def survival_keys(f):
         for a in range(n):
             if cur[a]:
                 rank[a] = r
-        for a in range(n):
-            if cur[a]:
                 for b in range(n):
                     count[b] -= dom[a, b]
         for a in range(n):
@@ -264,33 +279,29 @@ def survival_keys(f):
                 count[a] = -1
         cur = count == 0
         r += 1
-    crowd = np.zeros(n)
-    members = np.empty(n, np.int64)
-    col = np.empty(n)
-    order = np.empty(n, np.int64)
-    for front in range(-1, r):
-        m = 0
-        for a in range(n):
-            if rank[a] == front:
-                members[m] = a
-                m += 1
-        if m <= 2:
-            for q in range(m):
-                crowd[members[q]] = np.inf
-            continue
+    return rank, r
+
+
+@njit(cache=True)
+def _crowding(f, members, crowd):
+    """The crowding distances of one front's rows ``members`` of ``f``, into ``crowd``."""
+    m = members.shape[0]
+    if m <= 2:
         for q in range(m):
-            crowd[members[q]] = 0.0
-        for c in range(k):
-            for q in range(m):
-                col[q] = f[members[q], c]
-            o = order[:m]
-            for q in range(m):
-                o[q] = q
-            _insertion_sort_by(col, o)
-            span = col[o[m - 1]] - col[o[0]]
-            crowd[members[o[0]]] = np.inf
-            crowd[members[o[m - 1]]] = np.inf
-            if span > 0:
-                for q in range(1, m - 1):
-                    crowd[members[o[q]]] += (col[o[q + 1]] - col[o[q - 1]]) / span
-    return rank, crowd
+            crowd[members[q]] = np.inf
+        return
+    for q in range(m):
+        crowd[members[q]] = 0.0
+    col = np.empty(m)
+    o = np.empty(m, np.int64)
+    for c in range(f.shape[1]):
+        for q in range(m):
+            col[q] = f[members[q], c]
+            o[q] = q
+        _insertion_sort_by(col, o)
+        span = col[o[m - 1]] - col[o[0]]
+        crowd[members[o[0]]] = np.inf
+        crowd[members[o[m - 1]]] = np.inf
+        if span > 0:
+            for q in range(1, m - 1):
+                crowd[members[o[q]]] += (col[o[q + 1]] - col[o[q - 1]]) / span
