@@ -88,21 +88,14 @@ def _dp_counts(v, g):
 # the same generator state after).  States are int64 [P, J, N].
 
 @njit(cache=True)
-def _before(a, b):
-    """NumPy's sort order of floats: ``a < b``, NaN after every number."""
-    return a < b or (b != b and a == a)
-
-
-@njit(cache=True)
 def _insertion_sort_by(key, idx):
-    """``idx`` (positions into ``key``, increasing) reordered by increasing ``key``, NaN last,
-    ties in position order: a stable insertion sort, so ``idx[np.argsort(key[idx],
-    kind="stable")]``, and ``np.argsort``'s order wherever the keys are distinct (the repair's
-    uniform draws)."""
+    """``idx`` (positions into ``key``, increasing) reordered by increasing ``key``, ties in
+    position order (a stable insertion sort, for the few entries of one job; keys without NaN):
+    ``np.argsort``'s order wherever the keys are distinct, as the repair's uniform draws are."""
     for i in range(1, idx.shape[0]):
         v = idx[i]
         q = i
-        while q > 0 and _before(key[v], key[idx[q - 1]]):
+        while q > 0 and key[v] < key[idx[q - 1]]:
             idx[q] = idx[q - 1]
             q -= 1
         idx[q] = v
@@ -293,12 +286,10 @@ def _crowding(f, members, crowd):
     for q in range(m):
         crowd[members[q]] = 0.0
     col = np.empty(m)
-    o = np.empty(m, np.int64)
     for c in range(f.shape[1]):
         for q in range(m):
             col[q] = f[members[q], c]
-            o[q] = q
-        _insertion_sort_by(col, o)
+        o = np.argsort(col, kind="mergesort")     # stable, NaN last: np.argsort(kind="stable")
         span = col[o[m - 1]] - col[o[0]]
         crowd[members[o[0]]] = np.inf
         crowd[members[o[m - 1]]] = np.inf
