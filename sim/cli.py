@@ -1,8 +1,9 @@
 """The ``clustersim`` command.
 
-Each sub-command lives in its own module in :mod:`sim.commands` and defines
-``register(subparsers)``, which adds its parser and sets ``func`` (a callable
-taking the parsed arguments).  Modules there are discovered automatically.
+Each sub-command lives in its own module in :mod:`sim.commands` (``COMMANDS`` there names
+them) and defines ``register(subparsers)``, which adds its parser and sets ``func`` (a callable
+taking the parsed arguments).  Only the module of the command typed is imported; the others
+are listed by their one-line help.
 
 :func:`main` is the one error boundary: a :class:`~sim.errors.SimError` (bad input), an
 ``OSError`` (missing file, full disk, read-only folder), a decode error and Ctrl-C each end
@@ -14,7 +15,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import pkgutil
 import sys
 import warnings
 
@@ -47,13 +47,19 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser with the typed command's options; every other command is listed by name and
+    help only (the top level takes no option with a value, so the first word is the command)."""
     p = _Parser(prog="clustersim", description="Simulate GPU clusters and their schedulers.")
     p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = p.add_subparsers(dest="command", required=True)
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{commands.__name__}.{info.name}").register(sub)
+    typed = next((a for a in argv if not a.startswith("-")), None)
+    if typed in commands.COMMANDS:
+        module = commands.COMMANDS[typed][0]
+        importlib.import_module(f"{commands.__name__}.{module}").register(sub)
+    for name in commands.COMMANDS:
+        if name not in sub.choices:
+            sub.add_parser(name, help=commands.help_line(name))
     return p
 
 
@@ -99,7 +105,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = _parser().parse_args(argv)
+        args = _parser(argv).parse_args(argv)
         args.argv = ["clustersim"] + argv      # the command as typed, for provenance records
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning

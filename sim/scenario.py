@@ -83,7 +83,7 @@ class Scenario:
         """Is the workload a Pollux/Sia workload CSV (goodput jobs on their profiles)?"""
         return self.workload != "generate" and is_pollux_workload(self.workload)
 
-    def profile_kind(self) -> tuple[str, str]:
+    def goodput_profiles_chosen(self) -> tuple[str, str]:
         """(the profiles a goodput workload runs with, why: the option or the file's folder)."""
         if self.goodput_profiles:
             return self.goodput_profiles, "--goodput-profiles"
@@ -114,7 +114,7 @@ class Scenario:
                 self._not_for_learning(fmt)
         if self.goodput_workload():
             table, goodput_oracle = read_goodput_workload(self.workload, interference=self.interference,
-                                                          kind=self.profile_kind()[0])
+                                                          kind=self.goodput_profiles_chosen()[0])
             if self.throughputs:
                 goodput_oracle = _oracle(self.throughputs, cluster, self.multi_server)
             return cluster, table, goodput_oracle

@@ -91,3 +91,40 @@ def test_type_choice_option(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--type-choice", "slowest", "--no-progress"])
     assert "invalid choice: 'slowest'" in capsys.readouterr().err
+
+
+def test_command_table_matches_the_modules():
+    """Every module in sim.commands is in COMMANDS, and each registers exactly its commands."""
+    import argparse
+    import importlib
+    import pkgutil
+
+    from sim import commands
+    modules = {m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")}
+    assert modules == {module for module, _ in commands.COMMANDS.values()}
+    for module in modules:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"sim.commands.{module}").register(sub)
+        assert set(sub.choices) == {n for n, (m, _) in commands.COMMANDS.items() if m == module}
+
+
+def test_help_lists_every_command_without_importing_them():
+    import subprocess
+    import sys
+
+    from sim import commands
+    code = ("import sys\nfrom sim.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('sim.commands.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    for name in commands.COMMANDS:
+        assert name in out
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_a_command_gets_its_own_options_and_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "--cluster" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--no-such-option"])
+    assert exc.value.code == 2 and "--no-such-option" in capsys.readouterr().err

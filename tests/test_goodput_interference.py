@@ -136,10 +136,10 @@ def _toy_under_sia(tmp_path, monkeypatch):
 def test_goodput_profiles_option_overrides_the_folder_rule(tmp_path, monkeypatch, capsys):
     from sim.cli import main
     wl = _toy_under_sia(tmp_path, monkeypatch)
-    assert Scenario(workload=str(wl)).profile_kind() == ("sia", "a folder named sia in its path")
+    assert Scenario(workload=str(wl)).goodput_profiles_chosen() == ("sia", "a folder named sia in its path")
     sc = Scenario(cluster="uniform:nodes=2,gpus=4,type=t4", workload=str(wl), policies=("pollux-tiresias",),
                   goodput_profiles="pollux")
-    assert sc.profile_kind() == ("pollux", "--goodput-profiles")
+    assert sc.goodput_profiles_chosen() == ("pollux", "--goodput-profiles")
     _, table, oracle = sc.build()
     assert len(table) == 6 and oracle.models == ("toy",) and not oracle.typed
     assert main(["run", "--cluster", "uniform:nodes=2,gpus=4,type=t4", "--workload", str(wl), "--policy",

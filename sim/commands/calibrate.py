@@ -5,9 +5,11 @@ import sys
 import warnings
 from pathlib import Path
 
+from . import help_line
+
 
 def register(sub) -> None:
-    p = sub.add_parser("calibrate", help="fit Pollux/Sia and Hops step-time models; write calib.toml",
+    p = sub.add_parser("calibrate", help=help_line("calibrate"),
                        description="MEASUREMENTS: measurement Parquet/CSV files, Gavel throughput JSON, "
                                    "Pollux/Sia profile directories (a model's, or a folder of them), or Sia "
                                    "seed CSVs. Prints each fit's step-time error (in-sample; with --holdout "

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import help_line
+
 
 def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x.strip())
 
 
 def register(sub) -> None:
-    p = sub.add_parser("collect", help="time real training steps with PyTorch and write a measurement trace",
+    p = sub.add_parser("collect", help=help_line("collect"),
                        description="Time forward, backward, update, synchronisation and data loading of "
                                    "an MLP, a small CNN and a small transformer over a grid of batch sizes "
                                    "and GPU counts (torch.distributed when several GPUs are visible). "

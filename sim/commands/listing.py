@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 
+from . import help_line
 from ._options import add_policy_file_option, load_policy_files
 
 
 def register(sub) -> None:
-    sub.add_parser("presets", help="list cluster presets").set_defaults(func=_presets)
-    p = sub.add_parser("policies", help="list scheduling policies (built-in, installed, and from files)")
+    sub.add_parser("presets", help=help_line("presets")).set_defaults(func=_presets)
+    p = sub.add_parser("policies", help=help_line("policies"))
     add_policy_file_option(p)
     p.set_defaults(func=_policies)
 

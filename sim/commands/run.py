@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from . import help_line
 from ..fsio import stdout_to_stderr
 from ..goodput.workload import PROFILE_KINDS
 from ..metrics import SUMMARY_KEYS, compare_table, summary
@@ -20,7 +21,7 @@ FORMATS = ("table", "json", "csv")
 
 
 def register(sub) -> None:
-    run = sub.add_parser("run", help="run policies side by side (no arguments: the default scenario)")
+    run = sub.add_parser("run", help=help_line("run"))
     run.add_argument("--cluster", default=DEFAULT_CLUSTER,
                      help="preset name, uniform:nodes=N,gpus=G,type=T, or a TOML file")
     run.add_argument("--workload", default="generate",
@@ -124,7 +125,7 @@ def _run(args) -> None:
     kind = f"{args.workload}, learning: {_learning_kind(args.workload, table)}" if args.learning \
         else args.workload
     if sc.goodput_workload():
-        profiles, why = sc.profile_kind()
+        profiles, why = sc.goodput_profiles_chosen()
         kind += f", {profiles} profiles: {why}"
     print(f"workload: {len(table)} jobs ({kind}), seed {args.seed}", file=info)
     if args.learning:

@@ -4,9 +4,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from . import help_line
+
 
 def register(sub) -> None:
-    p = sub.add_parser("sweep", help="run a sweep spec (TOML grid of simulations) into a Parquet dataset",
+    p = sub.add_parser("sweep", help=help_line("sweep"),
                        description="Run every cell of a sweep spec not yet finished in DIR, append "
                                    "its summary and per-job results to DIR (Parquet, partitioned by "
                                    "cell), then write plots and DIR/index.html.  Running the same "

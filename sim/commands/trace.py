@@ -14,11 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
+from . import help_line
+
 _QS = (("min", 0.0), ("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))
 
 
 def register(sub) -> None:
-    p = sub.add_parser("trace", help="inspect (stats) or convert public cluster traces",
+    p = sub.add_parser("trace", help=help_line("trace"),
                        description="Read a public GPU-cluster trace or node list and print statistics, "
                                    "or convert it to the canonical job table.")
     tsub = p.add_subparsers(dest="trace_command", required=True)
