@@ -3,6 +3,8 @@
 
     python scalability/sia_pollux_tests.py [--search dp|nsga2pos] [--seeds 0,1,2,3,4] [--out results.json]
 
+    python scalability/sia_pollux_tests.py --search nsga2pos --seeds 0,1,2,3 --by-application
+
 Reads the recorded runs (scalability/results/sia_fidelity/sia_pollux_draws*.json: every run of
 theirs, each session's file listing all runs up to it; ours at the given seeds, 0-4 by default,
 gathered over the files) and, per workload,
@@ -10,6 +12,11 @@ compares our mean with theirs by Welch's t-test (our seeds against their runs; n
 they have one run), then adjusts the p-values for the number of workloads tested
 (:func:`sim.stats.holm`).  Prints one row per workload and the pooled ratio (ours / theirs,
 geometric mean over workloads with a bootstrap interval, :func:`sim.stats.paired_ratio_ci`).
+
+``--by-application`` splits instead each workload's gap (our mean avg JCT minus theirs) by
+application: each application's share of it, in % of their avg JCT, over the runs whose per-job
+JCTs were kept (every sia_pollux*.json of the folder; some early runs of theirs kept only the
+average, so a workload's gap there can differ from the table's).
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import json
 import statistics
 from pathlib import Path
 
+import numpy as np
 from scipy import stats
 
 from sim.stats import holm, paired_ratio_ci
@@ -46,18 +54,91 @@ def runs(search: str, seeds: list[int]) -> dict[str, tuple[list[float], list[flo
     return table
 
 
+def _job_order(files: list[Path]) -> dict[str, list[str]]:
+    out = {}
+    for f in files:
+        data = json.loads(f.read_text())
+        for workload, rec in data.get("workloads", data).items():
+            if isinstance(rec, dict) and "job_names" in rec:
+                out[workload] = rec["job_names"]
+    return out
+
+
+def _per_job(run: dict, names: list[str] | None) -> list[float] | None:
+    jct = run.get("per_job_jct_s")
+    if isinstance(jct, dict):
+        return [jct[n] for n in names] if names else None
+    return jct
+
+
+def job_runs(search: str, seeds: list[int]) -> dict[str, tuple[list[str], list[list[float]], list[list[float]]]]:
+    """workload -> (job names, our per-job JCTs at ``seeds``, theirs), over every file that kept
+    them; their runs are told apart by their avg JCT (files repeat runs)."""
+    files = sorted(RESULTS.glob("sia_pollux*.json"))
+    order = _job_order(files)
+    ours: dict[str, dict[str, list[float]]] = {}
+    theirs: dict[str, dict[float, list[float]]] = {}
+    for f in files:
+        data = json.loads(f.read_text())
+        for workload, rec in data.get("workloads", data).items():
+            if not isinstance(rec, dict):
+                continue
+            names = order.get(workload)
+            for key, val in rec.items():
+                if key == "ours" and isinstance(val, dict):
+                    for run, res in val.items():
+                        if isinstance(res, dict) and _per_job(res, names):
+                            ours.setdefault(workload, {})[run] = _per_job(res, names)
+                elif key.startswith("theirs"):
+                    for res in val if isinstance(val, list) else [val]:
+                        if isinstance(res, dict) and _per_job(res, names):
+                            theirs.setdefault(workload, {})[round(res["avg_jct_s"], 1)] = _per_job(res, names)
+    out = {}
+    for workload, mine in ours.items():
+        picked = [mine.get(f"{search}_seed{s}") for s in seeds]
+        if all(picked) and theirs.get(workload) and workload in order:
+            out[workload] = (order[workload], picked, list(theirs[workload].values()))
+    return out
+
+
+def by_application(search: str, seeds: list[int]) -> None:
+    """Print each workload's gap split by application, and the mean split over workloads."""
+    shares: dict[str, list[float]] = {}
+    for w, (names, mine, theirs) in sorted(job_runs(search, seeds).items(), key=lambda kv: _workload_key(kv[0])):
+        ours_mean, their_mean = np.mean(mine, axis=0), np.mean(theirs, axis=0)
+        apps = np.array([n.rsplit("-", 1)[0] for n in names])
+        split = {a: 100 * (ours_mean[apps == a].sum() - their_mean[apps == a].sum()) / their_mean.sum()
+                 for a in sorted(set(apps))}
+        for a, v in split.items():
+            shares.setdefault(a, []).append(v)
+        print(f"{w:20s} runs of theirs with per-job JCTs {len(theirs)}  gap "
+              f"{100 * (ours_mean.mean() / their_mean.mean() - 1):+5.1f}%  "
+              + "  ".join(f"{a} {v:+5.1f}" for a, v in split.items()))
+    print("mean over workloads, % of their avg JCT: "
+          + ", ".join(f"{a} {statistics.fmean(v):+.2f} ({len(v)})" for a, v in shares.items()))
+
+
+def _workload_key(w: str):
+    return w.split("/")[0], int(w.rsplit("-", 1)[1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--search", default="dp", help="our search whose seeds are compared (dp, nsga2pos)")
     ap.add_argument("--seeds", default="0,1,2,3,4", help="our seeds (comma list) every workload must have")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--by-application", action="store_true",
+                    help="split each workload's gap by application instead (per-job JCTs)")
     args = ap.parse_args()
     seeds = [int(x) for x in args.seeds.split(",")]
+    if args.by_application:
+        by_application(args.search, seeds)
+        return
     table = runs(args.search, seeds)
     if not table:
         raise SystemExit(f"no workload has our {args.search} seeds {args.seeds} and runs of theirs in "
                          f"{', '.join(FILES)}")
-    names = sorted(table, key=lambda w: (w.split("/")[0], int(w.rsplit("-", 1)[1])))
+    names = sorted(table, key=_workload_key)
     pvals = [stats.ttest_ind(*table[w], equal_var=False).pvalue if len(table[w][1]) > 1
              else float("nan") for w in names]
     adjusted = holm(pvals)
