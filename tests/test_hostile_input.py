@@ -259,7 +259,7 @@ def test_ctrl_c_and_numba_systemerror_become_one_line_exit_130(monkeypatch, caps
 def _parser_calling(fn):
     import argparse
 
-    def parser():
+    def parser(argv):
         p = argparse.ArgumentParser()
         p.add_argument("cmd")
         p.set_defaults(func=fn)
