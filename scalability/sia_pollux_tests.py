@@ -48,20 +48,16 @@ def runs(search: str, seeds: list[int]) -> dict[str, tuple[list[float], list[flo
             ours.setdefault(workload, {}).update(rec.get("ours", {}))
     table = {}
     for workload, mine in ours.items():
-        picked = [mine.get(f"{search}_seed{s}") for s in seeds]
-        if all(picked) and workload in theirs:
+        picked = _at_seeds(mine, search, seeds)
+        if picked and workload in theirs:
             table[workload] = ([r["avg_jct_s"] for r in picked], theirs[workload])
     return table
 
 
-def _job_order(files: list[Path]) -> dict[str, list[str]]:
-    out = {}
-    for f in files:
-        data = json.loads(f.read_text())
-        for workload, rec in data.get("workloads", data).items():
-            if isinstance(rec, dict) and "job_names" in rec:
-                out[workload] = rec["job_names"]
-    return out
+def _at_seeds(runs_by_name: dict, search: str, seeds: list[int]) -> list | None:
+    """Our runs ``{search}_seed{s}`` for every seed, or None where one is missing."""
+    picked = [runs_by_name.get(f"{search}_seed{s}") for s in seeds]
+    return picked if all(picked) else None
 
 
 def _per_job(run: dict, names: list[str] | None) -> list[float] | None:
@@ -74,29 +70,28 @@ def _per_job(run: dict, names: list[str] | None) -> list[float] | None:
 def job_runs(search: str, seeds: list[int]) -> dict[str, tuple[list[str], list[list[float]], list[list[float]]]]:
     """workload -> (job names, our per-job JCTs at ``seeds``, theirs), over every file that kept
     them; their runs are told apart by their avg JCT (files repeat runs)."""
-    files = sorted(RESULTS.glob("sia_pollux*.json"))
-    order = _job_order(files)
+    records = []                                   # (workload, its record), file by file
+    for f in sorted(RESULTS.glob("sia_pollux*.json")):
+        data = json.loads(f.read_text())
+        records += [(w, rec) for w, rec in data.get("workloads", data).items() if isinstance(rec, dict)]
+    order = {w: rec["job_names"] for w, rec in records if "job_names" in rec}
     ours: dict[str, dict[str, list[float]]] = {}
     theirs: dict[str, dict[float, list[float]]] = {}
-    for f in files:
-        data = json.loads(f.read_text())
-        for workload, rec in data.get("workloads", data).items():
-            if not isinstance(rec, dict):
-                continue
-            names = order.get(workload)
-            for key, val in rec.items():
-                if key == "ours" and isinstance(val, dict):
-                    for run, res in val.items():
-                        if isinstance(res, dict) and _per_job(res, names):
-                            ours.setdefault(workload, {})[run] = _per_job(res, names)
-                elif key.startswith("theirs"):
-                    for res in val if isinstance(val, list) else [val]:
-                        if isinstance(res, dict) and _per_job(res, names):
-                            theirs.setdefault(workload, {})[round(res["avg_jct_s"], 1)] = _per_job(res, names)
+    for workload, rec in records:
+        names = order.get(workload)
+        for key, val in rec.items():
+            if key == "ours" and isinstance(val, dict):
+                for run, res in val.items():
+                    if isinstance(res, dict) and _per_job(res, names):
+                        ours.setdefault(workload, {})[run] = _per_job(res, names)
+            elif key.startswith("theirs"):
+                for res in val if isinstance(val, list) else [val]:
+                    if isinstance(res, dict) and _per_job(res, names):
+                        theirs.setdefault(workload, {})[round(res["avg_jct_s"], 1)] = _per_job(res, names)
     out = {}
     for workload, mine in ours.items():
-        picked = [mine.get(f"{search}_seed{s}") for s in seeds]
-        if all(picked) and theirs.get(workload) and workload in order:
+        picked = _at_seeds(mine, search, seeds)
+        if picked and theirs.get(workload) and workload in order:
             out[workload] = (order[workload], picked, list(theirs[workload].values()))
     return out
 
