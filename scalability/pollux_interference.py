@@ -1,5 +1,6 @@
 """Pollux's interference-avoidance experiment (the Pollux paper's Fig. 8c) beside the authors'
-simulator's committed results (docs/goodput.md, "Interference").
+simulator's committed results (docs/goodput.md, "Interference"; docs/goodput-history.md,
+"Interference avoidance").
 
     python scalability/pollux_interference.py --adaptdl GITDIR [--workloads 1-8] [--search dp]
         [--variants avoid,...] [--workers 2] [--out PATH_STEM]

@@ -1,5 +1,5 @@
 """The Pollux paper's job-load experiment (its Fig. 9 inputs) beside the authors' simulator's
-committed results (docs/goodput.md, "Ours vs the authors' simulator").
+committed results (docs/goodput.md, "The Pollux simulator").
 
     python scalability/pollux_jobload.py --adaptdl GITDIR [--loads 0.5,1.0,2.0] [--workloads 1-8]
         [--policies pollux-tiresias,optimus,pollux] [--search dp|nsga2] [--seed 0] [--workers 2]

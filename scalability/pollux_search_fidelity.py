@@ -1,5 +1,5 @@
 """Our NSGA-II against the Sia simulator's (pymoo's) on the same search problems
-(docs/goodput.md, "The search against pymoo's").
+(docs/goodput-history.md, "The search against pymoo's").
 
     python scalability/pollux_search_fidelity.py dump DIR --workload W.csv [--workload ...] [--jobs 10,20,30]
     python scalability/pollux_search_fidelity.py ours DIR [--seeds 0-15] [--rounds 2]

@@ -2,10 +2,10 @@
 
     python scalability/pollux_search_theirs.py SIA_SIMULATOR_DIR PROBLEMS.npz --seeds 0-15 [--rounds 2] --out theirs.jsonl
 
-Runs in the Sia simulator's own environment (Python 3.11, numpy 1.23.5, pymoo 0.4.2.1; docs/goodput.md,
-"The search against pymoo's"), not in ours: it imports nothing of ``sim``.  Each problem of the
-file is handed to the artifact's ``pollux_unaware.Problem`` (its objectives, crossover, mutation and
-repair, unmodified) and solved as its ``PolluxPolicyUnaware.optimize`` does (pymoo's NSGA2,
+Runs in the Sia simulator's own environment (Python 3.11, numpy 1.23.5, pymoo 0.4.2.1;
+docs/goodput-history.md, "The search against pymoo's"), not in ours: it imports nothing of
+``sim``.  Each problem of the file is handed to the artifact's ``pollux_unaware.Problem`` (its
+objectives, crossover, mutation and repair, unmodified) and solved as its ``PolluxPolicyUnaware.optimize`` does (pymoo's NSGA2,
 population 100, 100 generations, seeded with the current allocation, the non-dominated member of
 best power mean), once per seed given to ``numpy.random.seed`` (their simulator seeds nothing);
 with ``--rounds 2`` (the default) the same problem is solved again from the first round's

@@ -1,5 +1,5 @@
 """Is our sia-pollux different from the Sia simulator's Pollux, workload by workload?
-(docs/goodput.md, "Several runs a workload").
+(docs/goodput.md, "`sia-pollux` against the Sia simulator's Pollux").
 
     python scalability/sia_pollux_tests.py [--search dp|nsga2pos] [--seeds 0,1,2,3,4] [--out results.json]
 
@@ -10,8 +10,9 @@ theirs, each session's file listing all runs up to it; ours at the given seeds, 
 gathered over the files) and, per workload,
 compares our mean with theirs by Welch's t-test (our seeds against their runs; no test where
 they have one run), then adjusts the p-values for the number of workloads tested
-(:func:`sim.stats.holm`).  Prints one row per workload and the pooled ratio (ours / theirs,
-geometric mean over workloads with a bootstrap interval, :func:`sim.stats.paired_ratio_ci`).
+(:func:`sim.stats.holm`).  Prints one row per workload (the difference, the p-values, our mean
+and each run of theirs) and the pooled ratio (ours / theirs, geometric mean over workloads with
+a bootstrap interval, :func:`sim.stats.paired_ratio_ci`).
 
 ``--by-application`` splits instead each workload's gap (our mean avg JCT minus theirs) by
 application: each application's share of it, in % of their avg JCT, over the runs whose per-job
@@ -144,7 +145,8 @@ def main() -> None:
         rows.append({"workload": w, "ours_runs": len(ours), "their_runs": len(theirs),
                      "diff_pct": 100 * diff, "welch_p": p, "holm_p": a})
         print(f"{w:20s} ours {len(ours)} theirs {len(theirs)}  {100 * diff:+5.1f}%  "
-              f"Welch p {p:.3f}  Holm {a:.3f}")
+              f"Welch p {p:.3f}  Holm {a:.3f}  ours mean {statistics.fmean(ours):,.0f} s  theirs "
+              + ", ".join(f"{t:,.0f}" for t in theirs) + f" (mean {statistics.fmean(theirs):,.0f}) s")
     pooled = paired_ratio_ci([statistics.fmean(table[w][0]) for w in names],
                              [statistics.fmean(table[w][1]) for w in names])
     print(f"pooled ours / theirs over {len(names)} workloads: {pooled.label(3)}; "

@@ -1,4 +1,5 @@
-"""How much of a Sia run is the ILP's tie-breaking (docs/goodput.md, "Saturn 2 traced").
+"""How much of a Sia run is the ILP's tie-breaking (docs/goodput-history.md, "Three porting
+differences, found on philly 7", where saturn 2 is traced).
 
     python scalability/sia_tie_order.py WORKLOAD.csv [--rotations 0,1,2] [--out rows.jsonl]
 

@@ -222,7 +222,7 @@ def test_steps_fixture_is_consistent():
 #: (M0, b_min, b_max, cap, sha256[:16] of the candidate atomic batches and accumulation steps as
 #: int64 bytes) of the Sia simulator's ``GoodputFunction.optimize`` with float32 GPU counts
 #: [1, 2, 3, 4, 8, 12, 16, 20, 24, 32, 40, 48, 64], computed with numpy 1.23.5 (its stack) by a
-#: script that repeats their lines (docs/goodput.md, "Three porting differences", item 3); 60
+#: script that repeats their lines (docs/goodput-history.md, "Three porting differences", item 3); 60
 #: draws of a seeded generator.
 SIA_FLOAT32_CANDIDATES = [
     [64, 16, 256, 777, "f5d10cdff756b136"], [8, 2, 32, 777, "1749b4b598595ba5"],
