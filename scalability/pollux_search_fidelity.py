@@ -2,15 +2,17 @@
 (docs/goodput-history.md, "The search against pymoo's").
 
     python scalability/pollux_search_fidelity.py dump DIR --workload W.csv [--workload ...] [--jobs 10,20,30]
-    python scalability/pollux_search_fidelity.py ours DIR [--seeds 0-15] [--rounds 2]
+    python scalability/pollux_search_fidelity.py ours DIR [--seeds 0-15] [--rounds 2] [--survival stable|pymoo]
     python scalability/pollux_search_theirs.py SIA_SIMULATOR_DIR DIR/problems.npz --out DIR/theirs.jsonl
-    python scalability/pollux_search_fidelity.py compare DIR [--out results.json]
+    python scalability/pollux_search_fidelity.py compare DIR [--survival stable|pymoo] [--out results.json]
 
 ``dump`` writes DIR/problems.npz: the ``sia-pollux`` search problems met along a ``search="dp"``
 run of each Sia workload on ``sia-64`` (the first round with at least each of ``--jobs`` active jobs)
 and the 100-job, 64-node Pollux decision of benchmarks/bench_goodput.py.  ``ours`` solves each
 with :func:`sim.policies.pollux_search.nsga2` from the current allocation, once per seed, and
-then again from that round's Pareto set (DIR/ours.jsonl); the third command does the same with their code, in their environment.
+then again from that round's Pareto set (DIR/ours.jsonl; with ``--survival pymoo``, pymoo's
+survival ties, DIR/ours_pymoo.jsonl); the third command does the same with their code, in their
+environment.
 ``compare`` sets the two side by side per problem: the power mean reached (mean and range over
 seeds, Welch's t), jobs left without GPUs, GPUs in use, and how far apart the two searches' mean
 GPUs per job are (mean over jobs of the absolute difference) next to the same distance between
@@ -96,17 +98,21 @@ def load_problems(path: Path) -> dict[str, PolluxProblem]:
     return {n: PolluxProblem(*(data[f"{n}/{f}"] for f in FIELDS)) for n in names}
 
 
-def ours(out_dir: Path, seeds: list[int], rounds: int) -> None:
+def _ours_file(out_dir: Path, survival: str) -> Path:
+    return out_dir / ("ours.jsonl" if survival == pollux_search.SURVIVAL else f"ours_{survival}.jsonl")
+
+
+def ours(out_dir: Path, seeds: list[int], rounds: int, survival: str) -> None:
     """Each problem solved from its current allocation, then ``rounds - 1`` times more, each from
     the last round's Pareto set (what :class:`~sim.policies.pollux_search.PolluxSearch` seeds a
     round with when the jobs are the same)."""
-    with open(out_dir / "ours.jsonl", "w") as out:
+    with open(_ours_file(out_dir, survival), "w") as out:
         for name, p in load_problems(out_dir / "problems.npz").items():
             for seed in seeds:
                 rng, init = np.random.default_rng(seed), p.base[None].astype(np.int64)
                 for round_ in range(1, rounds + 1):
                     t0 = time.process_time()
-                    init, f = nsga2(p, init, rng)
+                    init, f = nsga2(p, init, rng, survival=survival)
                     best = int(np.argmin(f[:, 0]))
                     x = init[best]
                     out.write(json.dumps({"problem": name, "round": round_, "seed": seed,
@@ -154,8 +160,8 @@ def compare_row(name: str, mine: list[dict], theirs: list[dict]) -> dict:
             "cpu_s": [statistics.fmean(r["cpu_s"] for r in runs) for runs in (mine, theirs)]}
 
 
-def compare(out_dir: Path, out: Path | None) -> None:
-    mine, theirs = _runs(out_dir / "ours.jsonl"), _runs(out_dir / "theirs.jsonl")
+def compare(out_dir: Path, survival: str, out: Path | None) -> None:
+    mine, theirs = _runs(_ours_file(out_dir, survival)), _runs(out_dir / "theirs.jsonl")
     rows = [compare_row(n, mine[n], theirs[n]) for n in sorted(mine) if n in theirs]
     print("| problem | jobs | runs ours / theirs | power mean ours | theirs | Welch p | jobs without GPUs "
           "ours / theirs | GPUs in use | GPU distance (their halves) | CPU-s ours / theirs |")
@@ -190,6 +196,9 @@ def main() -> None:
     o.add_argument("--rounds", type=int, default=2, help="rounds per seed, each from the last one's Pareto set")
     c = sub.add_parser("compare")
     c.add_argument("dir", type=Path)
+    for sp in (o, c):
+        sp.add_argument("--survival", default=pollux_search.SURVIVAL, choices=pollux_search.SURVIVALS,
+                        help="NSGA-II's survival ties (pollux_search._survive)")
     c.add_argument("--out", type=Path)
     args = ap.parse_args()
     if args.step == "dump":
@@ -197,9 +206,9 @@ def main() -> None:
             raise SystemExit("dump needs --workload (a Sia workload CSV)")
         dump(args.dir, args.workload, [int(x) for x in args.jobs.split(",")])
     elif args.step == "ours":
-        ours(args.dir, _seeds(args.seeds), args.rounds)
+        ours(args.dir, _seeds(args.seeds), args.rounds, args.survival)
     else:
-        compare(args.dir, args.out)
+        compare(args.dir, args.survival, args.out)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from sim.stats import holm, paired_ratio_ci
 RESULTS = Path(__file__).resolve().parent / "results" / "sia_fidelity"
 #: oldest first: a later file's ``theirs_draws`` lists every run of theirs up to it
 FILES = ["sia_pollux_draws.json", "sia_pollux_draws_s28.json", "sia_pollux_draws_s29.json",
-         "sia_pollux_draws_s34.json", "sia_pollux_draws_s35.json"]
+         "sia_pollux_draws_s34.json", "sia_pollux_draws_s35.json", "sia_pollux_draws_s36.json"]
 
 
 def runs(search: str, seeds: list[int]) -> dict[str, tuple[list[float], list[float]]]:

@@ -103,11 +103,44 @@ def _crowding_reference(f):
     return d
 
 
-def survival_keys_reference(f):
+def _crowding_pymoo_reference(f):
+    """pymoo 0.4.2.1's ``calc_crowding_distance`` on one front (its rows in index order), written
+    out: duplicates (Euclidean distance below 1e-24 from an earlier row) get 0 and are left out;
+    the others' distances to the previous and next row of each sorted objective (-inf / +inf
+    beyond the ends), divided by the objective's span, a NaN quotient (span 0) counting 0,
+    summed over objectives and divided by their number."""
+    n, k = f.shape
+    if n <= 2:
+        return np.full(n, np.inf)
+    dist = np.sqrt(((f[:, None, :] - f[None, :, :]) ** 2).sum(axis=2))
+    earlier = np.tril(np.ones((n, n), bool), -1)
+    unique = ~np.any(earlier & (dist < 1e-24), axis=1)
+    g = f[unique]
+    total = np.zeros(g.shape[0])
+    for c in range(k):
+        o = np.argsort(g[:, c], kind="stable")
+        x = g[o, c]
+        norm = np.max(x) - np.min(x)
+        if norm == 0:
+            norm = np.nan
+        prev = np.concatenate([[-np.inf], x[:-1]])
+        nxt = np.concatenate([x[1:], [np.inf]])
+        with np.errstate(invalid="ignore"):
+            to_last, to_next = (x - prev) / norm, (nxt - x) / norm
+        to_last[np.isnan(to_last)] = 0.0
+        to_next[np.isnan(to_next)] = 0.0
+        total[o] += to_last + to_next
+    out = np.zeros(n)
+    out[unique] = total / k
+    return out
+
+
+def survival_keys_reference(f, pymoo_crowding=False):
     """(non-domination rank, crowding distance within the rank's front) of each row of ``f``."""
     rank = _fronts_reference(f)
     crowd = np.zeros(f.shape[0])
+    crowding = _crowding_pymoo_reference if pymoo_crowding else _crowding_reference
     for r in np.unique(rank):
         sel = rank == r
-        crowd[sel] = _crowding_reference(f[sel])
+        crowd[sel] = crowding(f[sel])
     return rank, crowd

@@ -124,6 +124,8 @@ def test_seeds_carry_last_rounds_rows_by_job_or_by_position():
         np.testing.assert_array_equal(s._seed_states(cur, p)[0], want)
     with pytest.raises(Exception, match="prev_match"):
         PolluxSearch("pollux", "nsga2", prev_match="name")
+    with pytest.raises(Exception, match="survival"):
+        PolluxSearch("pollux", "nsga2", survival="random")
 
 
 def _brute_counts_objective(p: PolluxProblem, per_node: int) -> float:
@@ -362,6 +364,57 @@ def test_survival_keys_kernel_matches_the_numpy_ranks_and_crowding(seed, n, k, l
     want_rank, want_crowd = survival_keys_reference(f)
     np.testing.assert_array_equal(rank, want_rank)
     np.testing.assert_array_equal(crowd, want_crowd)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(0, 40), k=st.integers(1, 3),
+       levels=st.sampled_from([2, 3, 0]), specials=st.floats(0.0, 0.3))
+def test_pymoo_crowding_kernel_matches_its_reference(seed, n, k, levels, specials):
+    """``survival_keys(f, pymoo_crowding=True)`` against pymoo 0.4.2.1's crowding written out
+    (tests/reference_pollux_search.py; that reference gave pymoo's own ``calc_crowding_distance``
+    bit for bit on 19,310 random fronts, docs/goodput.md): repeated rows (few levels), zero-span
+    objectives, -0.0, +-inf and NaN, bit for bit."""
+    rng = np.random.default_rng(seed)
+    f = rng.integers(0, levels, (n, k)).astype(float) if levels else rng.normal(size=(n, k))
+    f[rng.random((n, k)) < specials / 3] = -0.0
+    for value in (np.inf, -np.inf, np.nan):
+        f[rng.random((n, k)) < specials / 6] = value
+    rank, crowd = survival_keys(f, True)
+    with np.errstate(invalid="ignore"):
+        want_rank, want_crowd = survival_keys_reference(f, pymoo_crowding=True)
+    np.testing.assert_array_equal(rank, want_rank)
+    np.testing.assert_array_equal(crowd, want_crowd)
+
+
+def test_pymoo_crowding_zeroes_repeats_and_flat_objectives():
+    """A repeated objective vector gets 0 (the first keeps its distance): (0, 3), (1, 1), (1, 1),
+    (3, 0) gives the middle row ((1 - 0) / 3 + (3 - 1) / 3) x 2 objectives / 2 = 1, where the
+    stable rule splits the repeat by position.  A front of one vector three times has span 0 in
+    every objective: pymoo gives every row 0 (its ends too), the stable rule inf at the ends."""
+    f = np.array([[0.0, 3.0], [1.0, 1.0], [1.0, 1.0], [3.0, 0.0]])
+    rank, crowd = survival_keys(f, True)
+    assert rank.tolist() == [0, 0, 0, 0]
+    assert crowd.tolist() == [np.inf, 1.0, 0.0, np.inf]
+    _, stable = survival_keys(f)
+    assert stable[1] != stable[2]
+    same = np.array([[2.0, 2.0]] * 3)
+    assert survival_keys(same, True)[1].tolist() == [0.0, 0.0, 0.0]
+    assert survival_keys(same)[1].tolist() == [np.inf, 0.0, np.inf]
+
+
+def test_survive_pymoo_splits_equal_crowding_at_random():
+    """Six rows of one front on a line, four survive: the two ends (crowding inf) always, and two
+    of the four inner rows, whose crowding ties.  The stable rule keeps the lowest rows; pymoo's
+    draws the pair (every one of the six pairs over 40 seeds), the same for one seed."""
+    from sim.policies.pollux_search import _survive
+    x = np.arange(6.0)
+    f = np.column_stack([x, 5.0 - x])
+    keep, _, _ = _survive(f, 4)
+    assert keep.tolist() == [0, 5, 1, 2]
+    picks = {tuple(sorted(_survive(f, 4, "pymoo", np.random.default_rng(s))[0].tolist())) for s in range(40)}
+    assert all(p[0] == 0 and p[-1] == 5 for p in picks) and len(picks) == 6
+    a = _survive(f, 4, "pymoo", np.random.default_rng(7))[0]
+    np.testing.assert_array_equal(a, _survive(f, 4, "pymoo", np.random.default_rng(7))[0])
 
 
 def test_survival_keys_on_a_known_front():

@@ -31,7 +31,7 @@ import numpy as np
 from ..goodput.goodput import speedup_tables
 from ..state import Plan, SchedState
 from .goodput_base import GoodputPolicy, csr_plan
-from .pollux_search import (GENERATIONS, POPULATION, PREV_MATCH, MAX_NODES_PER_JOB, PolluxProblem, PolluxSearch,
+from .pollux_search import (GENERATIONS, POPULATION, PREV_MATCH, SURVIVAL, MAX_NODES_PER_JOB, PolluxProblem, PolluxSearch,
                             allocation_pairs, current_allocation, restart_factor)
 from .registry import register
 
@@ -51,9 +51,11 @@ class Pollux(GoodputPolicy):
 
     def __init__(self, placement: str = "consolidated", search: str = "dp", population: int = POPULATION,
                  generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S,
-                 avoid_interference: bool = True, polish: bool = True, prev_match: str = PREV_MATCH):
+                 avoid_interference: bool = True, polish: bool = True, prev_match: str = PREV_MATCH,
+                 survival: str = SURVIVAL):
         super().__init__(placement)
-        self.searcher = PolluxSearch(self.name, search, population, generations, seed, polish, prev_match)
+        self.searcher = PolluxSearch(self.name, search, population, generations, seed, polish, prev_match,
+                                     survival)
         self.restart_penalty_s = float(restart_penalty_s)
         self.avoid_interference = bool(avoid_interference)
 

@@ -219,13 +219,14 @@ def tournament_pick(a, b, u, crowd, f):
 
 # -- NSGA-II's survival: non-domination ranks and crowding distances --------------------------------
 @njit(cache=True)
-def survival_keys(f):
+def survival_keys(f, pymoo_crowding=False):
     """(rank, crowding) of each row of the objectives ``f`` [n, k] (minimised): the rank of its
     non-domination front (0 first; a row dominates another when no objective is larger and one is
     smaller), and its crowding distance within its front (inf at each objective's ends and in
     fronts of at most two rows; else the sum over objectives of the gap between its neighbours
     divided by the front's span, objectives in order).  The arithmetic of the numpy code it
-    replaced (tests/reference_pollux_search.py), bit for bit."""
+    replaced (tests/reference_pollux_search.py), bit for bit.  ``pymoo_crowding``: pymoo 0.4.2.1's
+    ``calc_crowding_distance`` instead (:func:`_crowding_pymoo`)."""
     rank, fronts = _domination_ranks(f)
     crowd = np.zeros(f.shape[0])
     members = np.empty(f.shape[0], np.int64)
@@ -235,7 +236,10 @@ def survival_keys(f):
             if rank[a] == front:
                 members[m] = a
                 m += 1
-        _crowding(f, members[:m], crowd)
+        if pymoo_crowding:
+            _crowding_pymoo(f, members[:m], crowd)
+        else:
+            _crowding(f, members[:m], crowd)
     return rank, crowd
 
 
@@ -296,3 +300,63 @@ def _crowding(f, members, crowd):
         if span > 0:
             for q in range(1, m - 1):
                 crowd[members[o[q]]] += (col[o[q + 1]] - col[o[q - 1]]) / span
+
+
+#: pymoo's ``find_duplicates`` threshold in ``calc_crowding_distance`` (Euclidean distance)
+PYMOO_DUPLICATE_EPS = 1e-24
+
+
+@njit(cache=True)
+def _crowding_pymoo(f, members, crowd):
+    """pymoo 0.4.2.1's crowding distances of one front's rows ``members`` of ``f``, into
+    ``crowd``: every row of a front of at most two gets inf; a row within Euclidean distance
+    :data:`PYMOO_DUPLICATE_EPS` of an earlier member gets 0 and is left out of the others'
+    distances; for each objective, over the rest sorted (stable), ``(x - prev) / span +
+    (next - x) / span`` with the ends' missing neighbour at -inf / +inf, a term that is NaN (a
+    span of 0 or NaN) counting 0, summed over objectives in order and divided by their number."""
+    m = members.shape[0]
+    if m <= 2:
+        for q in range(m):
+            crowd[members[q]] = np.inf
+        return
+    k = f.shape[1]
+    uniq = np.empty(m, np.int64)
+    nu = 0
+    for q in range(m):
+        crowd[members[q]] = 0.0
+        dup = False
+        for p in range(q):
+            d2 = 0.0
+            for c in range(k):
+                d = f[members[q], c] - f[members[p], c]
+                d2 += d * d
+            if np.sqrt(d2) < PYMOO_DUPLICATE_EPS:
+                dup = True
+                break
+        if not dup:
+            uniq[nu] = members[q]
+            nu += 1
+    total = np.zeros(nu)
+    col = np.empty(nu)
+    srt = np.empty(nu)
+    for c in range(k):
+        for q in range(nu):
+            col[q] = f[uniq[q], c]
+        o = np.argsort(col, kind="mergesort")
+        for q in range(nu):
+            srt[q] = col[o[q]]
+        norm = np.max(srt) - np.min(srt)
+        if norm == 0.0:
+            norm = np.nan
+        for q in range(nu):
+            prev = srt[q - 1] if q > 0 else -np.inf
+            nxt = srt[q + 1] if q < nu - 1 else np.inf
+            to_last = (srt[q] - prev) / norm
+            to_next = (nxt - srt[q]) / norm
+            if np.isnan(to_last):
+                to_last = 0.0
+            if np.isnan(to_next):
+                to_next = 0.0
+            total[o[q]] += to_last + to_next
+    for q in range(nu):
+        crowd[uniq[q]] = total[q] / k

@@ -39,7 +39,7 @@ from ..state import Plan, SchedState
 from .base import Policy
 from .goodput_base import csr_plan
 from .pollux import MAX_GPUS_PER_JOB, RESTART_PENALTY_S, attained_order, fair_share, linear_speedups
-from .pollux_search import (GENERATIONS, MAX_NODES_PER_JOB, POPULATION, PolluxProblem, PolluxSearch,
+from .pollux_search import (GENERATIONS, MAX_NODES_PER_JOB, POPULATION, SURVIVAL, PolluxProblem, PolluxSearch,
                             allocation_pairs, current_allocation, restart_factor)
 from .registry import register
 
@@ -56,9 +56,10 @@ class PolluxLearning(Policy):
 
     def __init__(self, placement: str = "consolidated", search: str = "nsga2", population: int = POPULATION,
                  generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S,
-                 polish: bool = True, prev_match: str = "job"):
+                 polish: bool = True, prev_match: str = "job", survival: str = SURVIVAL):
         super().__init__(placement)
-        self.searcher = PolluxSearch(self.name, search, population, generations, seed, polish, prev_match)
+        self.searcher = PolluxSearch(self.name, search, population, generations, seed, polish, prev_match,
+                                     survival)
         if not restart_penalty_s >= 0:
             raise ConfigError(f"policy {self.name}: restart_penalty_s must be >= 0, got {restart_penalty_s}")
         self.restart_penalty_s = float(restart_penalty_s)

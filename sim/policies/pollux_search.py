@@ -20,6 +20,9 @@ Two searches:
   default to theirs (100, 100); the population is seeded with the previous round's Pareto set
   (rows carried over by position among the jobs still active, as theirs; ``prev_match="job"``
   matches them by job) or the current allocation; the answer is the Pareto member of best mean.
+  ``survival="pymoo"`` breaks the survival's ties as pymoo 0.4.2.1 does (a repeated objective
+  vector gets crowding 0, a zero-span objective adds nothing, equal crowding split at random);
+  the default ``"stable"`` (ties by row order) is the rule every committed run was made with.
   The operators' arithmetic (repair, mutation's resets and probabilities, the tournament) and
   the survival's non-domination ranks and crowding distances run in Numba kernels
   (:mod:`.pollux_kernels`); the random draws stay with numpy's Generator, the same draws in the
@@ -45,7 +48,7 @@ from .pollux_kernels import dp_counts, mutation_base, repair_states, survival_ke
 
 __all__ = ["PolluxProblem", "PolluxSearch", "nsga2", "dp_search", "restart_factor", "FITNESS_P", "FITNESS_EPS",
            "MAX_NODES_PER_JOB", "POPULATION", "GENERATIONS", "SEARCHES", "PREV_MATCHES", "PREV_MATCH",
-           "prev_rows"]
+           "SURVIVALS", "SURVIVAL", "prev_rows"]
 
 FITNESS_P = -1.0          #: power-mean exponent (Pollux)
 FITNESS_EPS = 1e-3        #: added to each scaled speedup before the power mean (Pollux)
@@ -58,6 +61,8 @@ MUTATE_ZERO_P = 0.1       #: ... each with this probability
 MAX_MATING_TRIES = 101    #: rounds of mating to find distinct offspring (pymoo's: it stops after the 101st)
 CROSSOVER_P = 0.9         #: a mating crosses its parents with this probability, else copies them (pymoo 0.4.2.1)
 POLISH = (20, 10)         #: our search: population and generations of the NSGA-II polish
+SURVIVALS = ("stable", "pymoo")  #: NSGA-II's survival ties (:func:`_survive`)
+SURVIVAL = "stable"       #: the default: every committed run was made with it
 SEARCHES = ("nsga2", "dp")
 #: how NSGA-II's seeds carry last round's Pareto set over to this round's rows: ``"position"``,
 #: the authors' ``_adapt_prev_states`` in both artifacts (the k-th job of last round that is
@@ -136,9 +141,26 @@ class PolluxProblem:
 
 
 # -- NSGA-II -----------------------------------------------------------------
-def _survive(f: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    rank, crowd = survival_keys(np.ascontiguousarray(f, np.float64))
-    order = np.lexsort((-crowd, rank))[:size]
+def _survive(f: np.ndarray, size: int, survival: str = SURVIVAL,
+             rng: np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``size`` survivors of the rows of ``f`` (rank first, then crowding, descending) and
+    their keys.  ``survival`` (:data:`SURVIVALS`): ``"stable"`` breaks equal crowding in the
+    front that does not fit whole by row order; ``"pymoo"`` is pymoo 0.4.2.1's
+    ``RankAndCrowdingSurvival``: its crowding distances (a repeated objective vector gets 0, a
+    zero-span objective adds nothing, not even at its ends) and equal crowding split at random
+    (``rng``)."""
+    pymoo = survival == "pymoo"
+    rank, crowd = survival_keys(np.ascontiguousarray(f, np.float64), pymoo)
+    if not pymoo:
+        order = np.lexsort((-crowd, rank))[:size]
+        return order, rank[order], crowd[order]
+    whole = np.flatnonzero(np.cumsum(np.bincount(rank)) <= size).size  # fronts that fit whole
+    order = np.flatnonzero(rank < whole)
+    split = np.flatnonzero(rank == whole)
+    if order.size < size and split.size:
+        shuffled = split[rng.permutation(split.size)]
+        best = shuffled[np.argsort(-crowd[shuffled], kind="stable")]
+        order = np.concatenate([order, best[:size - order.size]])
     return order, rank[order], crowd[order]
 
 
@@ -184,15 +206,16 @@ def _unique_new(cand: np.ndarray, seen: set) -> list[int]:
 
 
 def nsga2(problem: PolluxProblem, init: np.ndarray, rng: np.random.Generator,
-          population: int = POPULATION, generations: int = GENERATIONS):
+          population: int = POPULATION, generations: int = GENERATIONS, survival: str = SURVIVAL):
     """The authors' NSGA-II (pymoo 0.4.2.1's, with their operators); returns (Pareto states
     [K, J, N], their objectives [K, 2]).  Offspring that repeat the population or each other are
     dropped and re-mated, up to :data:`MAX_MATING_TRIES` times a generation; a generation without
-    any new offspring ends the search (pymoo's forced termination)."""
+    any new offspring ends the search (pymoo's forced termination).  ``survival``: how equal
+    crowding is broken (:func:`_survive`)."""
     pop = problem.repair(init, rng)
     pop = pop[_unique_new(pop, set())]
     f = _objectives(problem, pop)
-    keep, rank, crowd = _survive(f, population)
+    keep, rank, crowd = _survive(f, population, survival, rng)
     pop, f = pop[keep], f[keep]
     for _ in range(generations - 1):
         kids = []
@@ -210,7 +233,7 @@ def nsga2(problem: PolluxProblem, init: np.ndarray, rng: np.random.Generator,
         off = np.concatenate(kids)[:population]
         merged = np.concatenate([pop, off])
         fm = np.concatenate([f, _objectives(problem, off)])
-        keep, rank, crowd = _survive(fm, population)
+        keep, rank, crowd = _survive(fm, population, survival, rng)
         pop, f = merged[keep], fm[keep]
     best = rank == 0
     return pop[best], f[best]
@@ -282,7 +305,7 @@ def _place(problem: PolluxProblem, counts: np.ndarray, keep: np.ndarray) -> np.n
 
 
 def dp_search(problem: PolluxProblem, per_node: int, rng: np.random.Generator | None = None,
-              polish: tuple[int, int] = POLISH) -> np.ndarray:
+              polish: tuple[int, int] = POLISH, survival: str = SURVIVAL) -> np.ndarray:
     """Our search (module docstring); returns one state [J, N].  The DP's answer, its placement
     and the current allocation seed a short NSGA-II (``polish`` = (population, generations);
     (0, 0) skips it) that repairs what the packing assumption missed."""
@@ -290,7 +313,7 @@ def dp_search(problem: PolluxProblem, per_node: int, rng: np.random.Generator | 
     xs = [_place(problem, *_dp_counts(problem, per_node, packable)) for packable in (False, True)]
     cands = np.stack(xs + [problem.repair(problem.base[None], rng)[0]])
     if polish[0] > 0 and polish[1] > 0:
-        states, _ = nsga2(problem, cands, rng, polish[0], polish[1])
+        states, _ = nsga2(problem, cands, rng, polish[0], polish[1], survival)
         cands = np.concatenate([cands, states])
     return cands[int(np.argmax(problem.values(cands)[0]))]
 
@@ -306,18 +329,23 @@ class PolluxSearch:
     ``pollux-learning``)."""
 
     def __init__(self, policy: str, search: str = "nsga2", population: int = POPULATION,
-                 generations: int = GENERATIONS, seed: int = 0, polish: bool = True, prev_match: str = PREV_MATCH):
+                 generations: int = GENERATIONS, seed: int = 0, polish: bool = True, prev_match: str = PREV_MATCH,
+                 survival: str = SURVIVAL):
         if search not in SEARCHES:
             raise ConfigError(f"policy {policy}: search must be one of {SEARCHES}, got {search!r}")
         if prev_match not in PREV_MATCHES:
             raise ConfigError(f"policy {policy}: prev_match must be one of {PREV_MATCHES}, got {prev_match!r}")
+        if survival not in SURVIVALS:
+            raise ConfigError(f"policy {policy}: survival must be one of {SURVIVALS}, got {survival!r}")
+        self.survival = survival
         self.search, self.population, self.generations = search, int(population), int(generations)
         self.seed, self.polish, self.prev_match = int(seed), bool(polish), prev_match
         self.reset()
 
     def params(self) -> dict:
         return {"search": self.search, "population": self.population, "generations": self.generations,
-                "seed": self.seed, "polish": self.polish, "prev_match": self.prev_match}
+                "seed": self.seed, "polish": self.polish, "prev_match": self.prev_match,
+                "survival": self.survival}
 
     def reset(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -327,9 +355,9 @@ class PolluxSearch:
     def solve(self, problem: PolluxProblem, ids: np.ndarray, per_node: int) -> np.ndarray:
         """The chosen allocation ``[J, N]`` of the jobs ``ids`` (the problem's rows)."""
         if self.search == "dp":
-            return dp_search(problem, per_node, self.rng, POLISH if self.polish else (0, 0))
+            return dp_search(problem, per_node, self.rng, POLISH if self.polish else (0, 0), self.survival)
         states, f = nsga2(problem, self._seed_states(ids, problem), self.rng, self.population,
-                          self.generations)
+                          self.generations, self.survival)
         self.prev_states, self.prev_jobs = states, ids
         return states[int(np.argmin(f[:, 0]))]
 

@@ -37,7 +37,7 @@ from ..errors import ConfigError
 from ..state import Plan, SchedState
 from .peer_placement import PeerKey, PeerPlacer
 from .pollux import RESTART_PENALTY_S, Pollux
-from .pollux_search import GENERATIONS, POPULATION, PREV_MATCH
+from .pollux_search import GENERATIONS, POPULATION, PREV_MATCH, SURVIVAL
 from .registry import register
 from .sia import SOURCE_ORDER
 
@@ -88,9 +88,10 @@ class SiaPollux(Pollux):
 
     def __init__(self, placement: str = "consolidated", search: str = "nsga2", population: int = POPULATION,
                  generations: int = GENERATIONS, seed: int = 0, restart_penalty_s: float = RESTART_PENALTY_S,
-                 avoid_interference: bool = True, max_gpus: int | None = None, prev_match: str = PREV_MATCH):
+                 avoid_interference: bool = True, max_gpus: int | None = None, prev_match: str = PREV_MATCH,
+                 survival: str = SURVIVAL):
         super().__init__(placement, search, population, generations, seed, restart_penalty_s,
-                         avoid_interference, prev_match=prev_match)
+                         avoid_interference, prev_match=prev_match, survival=survival)
         if max_gpus is not None and int(max_gpus) < 1:
             raise ConfigError(f"policy {self.name}: max_gpus must be >= 1, got {max_gpus}")
         self.max_gpus = None if max_gpus is None else int(max_gpus)
