@@ -135,12 +135,37 @@ def _crowding_pymoo_reference(f):
     return out
 
 
+def _pymoo_fronts_reference(f):
+    """The fronts as lists, in the order pymoo 0.4.2.1's ``fast_non_dominated_sort`` builds them:
+    each row's dominated rows in row order, the first front in row order, each next front in the
+    order its rows' counts of dominators reach 0 while the previous front is walked."""
+    n = f.shape[0]
+    le = np.all(f[:, None, :] <= f[None, :, :], axis=2)
+    lt = np.any(f[:, None, :] < f[None, :, :], axis=2)
+    dom = le & lt
+    count = dom.sum(axis=0)
+    fronts = [[a for a in range(n) if count[a] == 0]]
+    while sum(map(len, fronts)) < n:
+        nxt = []
+        for a in fronts[-1]:
+            for b in np.flatnonzero(dom[a]):
+                count[b] -= 1
+                if count[b] == 0:
+                    nxt.append(int(b))
+        fronts.append(nxt)
+    return fronts
+
+
 def survival_keys_reference(f, pymoo_crowding=False):
-    """(non-domination rank, crowding distance within the rank's front) of each row of ``f``."""
+    """(non-domination rank, crowding distance within the rank's front) of each row of ``f``;
+    ``pymoo_crowding``: pymoo's crowding over each front in pymoo's order of its rows."""
     rank = _fronts_reference(f)
     crowd = np.zeros(f.shape[0])
-    crowding = _crowding_pymoo_reference if pymoo_crowding else _crowding_reference
+    if pymoo_crowding:
+        for front in _pymoo_fronts_reference(f) if f.shape[0] else []:
+            crowd[front] = _crowding_pymoo_reference(f[front])
+        return rank, crowd
     for r in np.unique(rank):
         sel = rank == r
-        crowd[sel] = crowding(f[sel])
+        crowd[sel] = _crowding_reference(f[sel])
     return rank, crowd

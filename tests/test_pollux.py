@@ -370,10 +370,11 @@ def test_survival_keys_kernel_matches_the_numpy_ranks_and_crowding(seed, n, k, l
 @given(seed=st.integers(0, 2 ** 32 - 1), n=st.integers(0, 40), k=st.integers(1, 3),
        levels=st.sampled_from([2, 3, 0]), specials=st.floats(0.0, 0.3))
 def test_pymoo_crowding_kernel_matches_its_reference(seed, n, k, levels, specials):
-    """``survival_keys(f, pymoo_crowding=True)`` against pymoo 0.4.2.1's crowding written out
-    (tests/reference_pollux_search.py; that reference gave pymoo's own ``calc_crowding_distance``
-    bit for bit on 19,310 random fronts, docs/goodput.md): repeated rows (few levels), zero-span
-    objectives, -0.0, +-inf and NaN, bit for bit."""
+    """``survival_keys(f, pymoo_crowding=True)`` against pymoo 0.4.2.1's fronts and crowding
+    written out (tests/reference_pollux_search.py; that reference gave pymoo's own
+    ``calc_crowding_distance`` bit for bit on 19,310 random fronts, and the fronts, ranks and
+    crowding of pymoo's ``RankAndCrowdingSurvival`` on 3,000 random populations, docs/goodput.md):
+    repeated rows (few levels), zero-span objectives, -0.0, +-inf and NaN, bit for bit."""
     rng = np.random.default_rng(seed)
     f = rng.integers(0, levels, (n, k)).astype(float) if levels else rng.normal(size=(n, k))
     f[rng.random((n, k)) < specials / 3] = -0.0

@@ -226,9 +226,15 @@ def survival_keys(f, pymoo_crowding=False):
     fronts of at most two rows; else the sum over objectives of the gap between its neighbours
     divided by the front's span, objectives in order).  The arithmetic of the numpy code it
     replaced (tests/reference_pollux_search.py), bit for bit.  ``pymoo_crowding``: pymoo 0.4.2.1's
-    ``calc_crowding_distance`` instead (:func:`_crowding_pymoo`)."""
+    ``calc_crowding_distance`` instead (:func:`_crowding_pymoo`), each front's rows in the order
+    pymoo's ``fast_non_dominated_sort`` lists them (:func:`_pymoo_front_order`)."""
     rank, fronts = _domination_ranks(f)
     crowd = np.zeros(f.shape[0])
+    if pymoo_crowding:
+        order, starts = _pymoo_front_order(f, rank, fronts)
+        for front in range(fronts):
+            _crowding_pymoo(f, order[starts[front]:starts[front + 1]], crowd)
+        return rank, crowd
     members = np.empty(f.shape[0], np.int64)
     for front in range(-1, fronts):                # -1: rows no front reached (none in practice)
         m = 0
@@ -236,11 +242,54 @@ def survival_keys(f, pymoo_crowding=False):
             if rank[a] == front:
                 members[m] = a
                 m += 1
-        if pymoo_crowding:
-            _crowding_pymoo(f, members[:m], crowd)
-        else:
-            _crowding(f, members[:m], crowd)
+        _crowding(f, members[:m], crowd)
     return rank, crowd
+
+
+@njit(cache=True)
+def _dominates(f, a, b):
+    le = True
+    lt = False
+    for c in range(f.shape[1]):
+        if not f[a, c] <= f[b, c]:
+            le = False
+        if f[a, c] < f[b, c]:
+            lt = True
+    return le and lt
+
+
+@njit(cache=True)
+def _pymoo_front_order(f, rank, fronts):
+    """(the rows front by front, where front ``r`` starts): front 0 in row order, each later
+    front in the order its rows' last dominator is met, walking the previous front in its order
+    and each row's dominated rows in row order (pymoo's ``fast_non_dominated_sort``)."""
+    n = f.shape[0]
+    count = np.zeros(n, np.int64)
+    for a in range(n):
+        for b in range(n):
+            if _dominates(f, a, b):
+                count[b] += 1
+    order = np.empty(n, np.int64)
+    starts = np.zeros(fronts + 1, np.int64)
+    m = 0
+    for a in range(n):
+        if count[a] == 0:
+            order[m] = a
+            m += 1
+    lo = 0
+    for r in range(1, fronts + 1):
+        starts[r] = m
+        hi = m
+        for q in range(lo, hi):
+            a = order[q]
+            for b in range(n):
+                if _dominates(f, a, b):
+                    count[b] -= 1
+                    if count[b] == 0:
+                        order[m] = b
+                        m += 1
+        lo = hi
+    return order, starts
 
 
 @njit(cache=True)
