@@ -39,8 +39,8 @@ from sim.stats import paired_ratio_ci
 CLUSTER = "sia-64"
 
 
-def their_metrics(log: Path) -> dict:
-    """avg JCT and makespan (s) from the last record of a Sia simulator log."""
+def last_record(log: Path) -> dict:
+    """The last record of a Sia simulator log (JSON lines, one per scheduling interval)."""
     last = None
     with open(log) as f:
         for line in f:
@@ -48,7 +48,13 @@ def their_metrics(log: Path) -> dict:
                 last = line
     if last is None:
         raise ValueError(f"{log}: empty Sia simulator log")
-    jobs = json.loads(last)["submitted_jobs"]
+    return json.loads(last)
+
+
+def their_metrics(log: Path, record: dict | None = None) -> dict:
+    """avg JCT and makespan (s) from the last record of a Sia simulator log (``record``: that
+    record, already read)."""
+    jobs = (record if record is not None else last_record(log))["submitted_jobs"]
     done = [j for j in jobs if j["completion_time"] is not None]
     if len(done) < len(jobs):
         raise ValueError(f"{log}: {len(jobs) - len(done)} of {len(jobs)} jobs unfinished in the "

@@ -18,7 +18,7 @@ import json
 import re
 from pathlib import Path
 
-from sia_fidelity import their_metrics
+from sia_fidelity import last_record, their_metrics
 from sia_pollux_tests import FILES, RESULTS
 
 
@@ -48,9 +48,9 @@ def cpu_seconds(time_file: Path) -> float:
 
 def record(log: Path, run: str, names: list[str]) -> dict:
     """One run of theirs: its metrics and every job's JCT in ``names`` order."""
-    m = their_metrics(log)
-    last = [line for line in log.read_text().splitlines() if line.strip()][-1]
-    jct = {j["name"]: j["completion_time"] - j["submission_time"] for j in json.loads(last)["submitted_jobs"]}
+    last = last_record(log)
+    m = their_metrics(log, last)
+    jct = {j["name"]: j["completion_time"] - j["submission_time"] for j in last["submitted_jobs"]}
     missing = [n for n in names if n not in jct]
     if missing:
         raise ValueError(f"{log}: jobs {missing[:3]} of the workload are not in the log")

@@ -228,10 +228,10 @@ def survival_keys(f, pymoo_crowding=False):
     replaced (tests/reference_pollux_search.py), bit for bit.  ``pymoo_crowding``: pymoo 0.4.2.1's
     ``calc_crowding_distance`` instead (:func:`_crowding_pymoo`), each front's rows in the order
     pymoo's ``fast_non_dominated_sort`` lists them (:func:`_pymoo_front_order`)."""
-    rank, fronts = _domination_ranks(f)
+    rank, fronts, dom = _domination_ranks(f)
     crowd = np.zeros(f.shape[0])
     if pymoo_crowding:
-        order, starts = _pymoo_front_order(f, rank, fronts)
+        order, starts = _pymoo_front_order(dom, fronts)
         for front in range(fronts):
             _crowding_pymoo(f, order[starts[front]:starts[front + 1]], crowd)
         return rank, crowd
@@ -247,28 +247,16 @@ def survival_keys(f, pymoo_crowding=False):
 
 
 @njit(cache=True)
-def _dominates(f, a, b):
-    le = True
-    lt = False
-    for c in range(f.shape[1]):
-        if not f[a, c] <= f[b, c]:
-            le = False
-        if f[a, c] < f[b, c]:
-            lt = True
-    return le and lt
-
-
-@njit(cache=True)
-def _pymoo_front_order(f, rank, fronts):
-    """(the rows front by front, where front ``r`` starts): front 0 in row order, each later
-    front in the order its rows' last dominator is met, walking the previous front in its order
-    and each row's dominated rows in row order (pymoo's ``fast_non_dominated_sort``)."""
-    n = f.shape[0]
+def _pymoo_front_order(dom, fronts):
+    """(the rows front by front, where front ``r`` starts), ``dom[a, b]``: row ``a`` dominates
+    row ``b``: front 0 in row order, each later front in the order its rows' last dominator is
+    met, walking the previous front in its order and each row's dominated rows in row order
+    (pymoo's ``fast_non_dominated_sort``)."""
+    n = dom.shape[0]
     count = np.zeros(n, np.int64)
     for a in range(n):
         for b in range(n):
-            if _dominates(f, a, b):
-                count[b] += 1
+            count[b] += dom[a, b]
     order = np.empty(n, np.int64)
     starts = np.zeros(fronts + 1, np.int64)
     m = 0
@@ -283,7 +271,7 @@ def _pymoo_front_order(f, rank, fronts):
         for q in range(lo, hi):
             a = order[q]
             for b in range(n):
-                if _dominates(f, a, b):
+                if dom[a, b]:
                     count[b] -= 1
                     if count[b] == 0:
                         order[m] = b
@@ -294,8 +282,8 @@ def _pymoo_front_order(f, rank, fronts):
 
 @njit(cache=True)
 def _domination_ranks(f):
-    """(each row's front, the number of fronts): fronts peeled off in turn, each the rows that no
-    row left dominates."""
+    """(each row's front, the number of fronts, the domination matrix ``dom[a, b]``: row ``a``
+    dominates row ``b``): fronts peeled off in turn, each the rows that no row left dominates."""
     n, k = f.shape
     dom = np.zeros((n, n), np.bool_)
     count = np.zeros(n, np.int64)                  # how many rows dominate each
@@ -325,7 +313,7 @@ def _domination_ranks(f):
                 count[a] = -1
         cur = count == 0
         r += 1
-    return rank, r
+    return rank, r, dom
 
 
 @njit(cache=True)
